@@ -1,0 +1,193 @@
+# accelrun: one GNU Makefile for everything (house style §9).
+#
+#   make                 build build/bin/accelrun, build/lib/libaccelrun.{a,so}
+#   make test            unit + golden + fuzz-replay tests (installs missing Debian packages)
+#   make demo            build, then show `accelrun check` and `accelrun env` on an example
+#   make install         PREFIX=/usr/local DESTDIR=
+#   make fuzz            build the libFuzzer target and run it (FUZZ_SECONDS=600)
+#   make oracle          regenerate tests/golden/env from the real `accelerate launch`
+#   make bench           benchmarks against peers, as ratios
+#
+# Switches: SANITIZER=address|undefined|thread  WERROR=1  NO_CUDA=1  V=1
+
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+BUILD     ?= build
+CC        ?= cc
+SANITIZER ?=
+WERROR    ?=
+NO_CUDA   ?=
+FUZZ_SECONDS ?= 600
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+VERSION := 0.1.0
+
+# ---------------------------------------------------------------- flags
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
+        -Wwrite-strings -Wundef -Wswitch-enum -Wno-missing-field-initializers
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+
+HARDEN := -D_FORTIFY_SOURCE=2 -fstack-protector-strong
+OPT    := -O2 -g
+ifneq ($(SANITIZER),)
+ifeq ($(filter $(SANITIZER),address undefined thread),)
+$(error SANITIZER must be address, undefined or thread, not '$(SANITIZER)')
+endif
+OPT    := -O1 -g -fno-omit-frame-pointer -fsanitize=$(SANITIZER)
+ifeq ($(SANITIZER),undefined)
+OPT    += -fno-sanitize-recover=all
+endif
+HARDEN :=
+BUILD  := build-$(SANITIZER)
+endif
+
+YAML_CFLAGS := $(shell pkg-config --cflags yaml-0.1 2>/dev/null)
+YAML_LIBS   := $(shell pkg-config --libs yaml-0.1 2>/dev/null || echo -lyaml)
+CJSON_CFLAGS := $(shell pkg-config --cflags libcjson 2>/dev/null)
+CJSON_LIBS   := $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson)
+
+INCLUDES := -Icore/include
+override CFLAGS := -std=gnu11 -fPIC $(OPT) $(HARDEN) $(WARN) $(INCLUDES) $(YAML_CFLAGS) \
+                   $(CJSON_CFLAGS) -MMD -MP $(CFLAGS)
+override LDFLAGS := $(if $(SANITIZER),-fsanitize=$(SANITIZER)) -Wl,-z,relro -Wl,-z,now \
+                    -Wl,-z,noexecstack $(LDFLAGS)
+LIBS := $(YAML_LIBS) -lm
+
+# ---------------------------------------------------------------- sources
+BASE_SRC   := $(wildcard core/base/*.c)
+CONFIG_SRC := $(wildcard core/config/*.c)
+ENV_SRC    := $(wildcard core/env/*.c)
+LIB_SRC    := $(BASE_SRC) $(CONFIG_SRC) $(ENV_SRC)
+LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+
+CLI_SRC    := $(wildcard cli/*.c)
+CLI_OBJ    := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+
+HARNESS_SRC := $(wildcard tests/harness/*.c)
+HARNESS_OBJ := $(HARNESS_SRC:%.c=$(BUILD)/obj/%.o)
+UNIT_SRC   := $(wildcard tests/unit/test_*.c)
+UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+FUZZ_SRC   := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_REPLAY := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/%_replay)
+
+LIBA  := $(BUILD)/lib/libaccelrun.a
+LIBSO := $(BUILD)/lib/libaccelrun.so
+CLI   := $(BUILD)/bin/accelrun
+
+.PHONY: all test unit golden fuzz-replay demo install uninstall fuzz oracle bench clean deps \
+        lint format-check check
+.DEFAULT_GOAL := all
+
+all: $(CLI) $(LIBA) $(LIBSO)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIBA): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(LIBSO): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -shared -Wl,-soname,libaccelrun.so.0 $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(CLI): $(CLI_OBJ) $(LIBA)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIBA) $(CJSON_LIBS) $(LIBS)
+
+$(BUILD)/tests/test_%: $(BUILD)/obj/tests/unit/test_%.o $(HARNESS_OBJ) $(LIBA)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(HARNESS_OBJ) $(LIBA) $(CJSON_LIBS) $(LIBS)
+
+$(BUILD)/tests/fuzz_%_replay: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/replay_main.o $(LIBA)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# ---------------------------------------------------------------- tests
+deps:
+	$(Q)sh scripts/deps.sh all
+
+# The unit tests double as the golden tests (test_golden reads tests/golden/).
+unit: $(UNIT_BIN) $(CLI)
+	$(Q)sh tests/run_unit.sh $(BUILD)/tests
+
+fuzz-replay: $(FUZZ_REPLAY)
+	$(Q)for f in $(FUZZ_REPLAY); do \
+	    t=$$(basename $$f _replay); \
+	    $$f tests/fuzz/corpus/$$t tests/fuzz/regressions/$$t || exit 1; \
+	done
+
+test: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) --no-print-directory unit
+	$(Q)$(MAKE) --no-print-directory fuzz-replay
+	$(Q)sh tests/cli/run.sh $(CLI)
+
+check: test
+
+# ---------------------------------------------------------------- fuzzing
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined $(INCLUDES) $(YAML_CFLAGS)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_SRC)
+	@mkdir -p $(dir $@)
+	$(Q)clang $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LIBS)
+
+fuzz: deps $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+	$(Q)for t in $(FUZZ_SRC:tests/fuzz/%.c=%); do \
+	    mkdir -p $(BUILD)/fuzz/corpus-$$t; \
+	    $(BUILD)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 \
+	        -dict=tests/fuzz/yaml.dict $(BUILD)/fuzz/corpus-$$t tests/fuzz/corpus/$$t \
+	        2>&1 | tail -n 5; \
+	done
+
+# ---------------------------------------------------------------- the rest
+demo: deps all
+	$(Q)sh scripts/demo.sh $(CLI)
+
+oracle:
+	$(Q)sh scripts/oracle.sh
+
+bench: all
+	$(Q)sh bench/run.sh $(CLI)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/accel \
+	    $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 0755 $(CLI) $(DESTDIR)$(PREFIX)/bin/accelrun
+	install -m 0644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/libaccelrun.a
+	install -m 0755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/libaccelrun.so.$(VERSION)
+	ln -sf libaccelrun.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libaccelrun.so.0
+	ln -sf libaccelrun.so.0 $(DESTDIR)$(PREFIX)/lib/libaccelrun.so
+	install -m 0644 core/include/accel/*.h $(DESTDIR)$(PREFIX)/include/accel/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' scripts/accelrun.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/accelrun.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/accelrun $(DESTDIR)$(PREFIX)/lib/libaccelrun.* \
+	    $(DESTDIR)$(PREFIX)/lib/pkgconfig/accelrun.pc
+	rm -rf $(DESTDIR)$(PREFIX)/include/accel
+
+lint:
+	$(Q)sh scripts/checksrc.sh
+
+format-check:
+	$(Q)clang-format --dry-run --Werror $(LIB_SRC) $(CLI_SRC) core/include/accel/*.h
+
+clean:
+	rm -rf build build-address build-undefined build-thread
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

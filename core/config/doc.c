@@ -1,0 +1,402 @@
+/*
+ * doc.c: libyaml events -> struct accel_val tree, with PyYAML's meaning.
+ *
+ * What it does: one document per file, scalars resolved as PyYAML's
+ * SafeLoader resolves them (scalar.c), duplicate keys kept last-wins and
+ * reported, a located error for every syntax problem and every cap.
+ * What it does not: anchors and aliases (refused), complex keys (refused),
+ * tags other than the core !!str/!!int/!!float/!!bool/!!null (refused).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "accel/alloc.h"
+#include "accel/fsutil.h"
+#include "accel/value.h"
+
+struct loader {
+    yaml_parser_t parser;
+    const char *file;
+    size_t nodes;
+    accel_dup_cb dup_cb;
+    void *dup_ctx;
+    struct accel_error *err;
+};
+
+static enum accel_err located(struct loader *ld, enum accel_err code, yaml_mark_t m,
+                              const char *key, const char *fmt, ...) ACCEL_PRINTF(5, 6);
+
+static enum accel_err located(struct loader *ld, enum accel_err code, yaml_mark_t m,
+                              const char *key, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    accel_error_set(ld->err, code, "%s", msg);
+    accel_error_at(ld->err, ld->file, (unsigned)m.line + 1, (unsigned)m.column + 1, key);
+    return code;
+}
+
+static enum accel_err next_event(struct loader *ld, yaml_event_t *ev)
+{
+    if (yaml_parser_parse(&ld->parser, ev))
+        return ACCEL_OK;
+    if (ld->parser.error == YAML_MEMORY_ERROR)
+        return accel_error_set(ld->err, ACCEL_ENOMEM, "out of memory parsing %s", ld->file);
+    {
+        char msg[512];
+        snprintf(msg, sizeof(msg), "%s%s%s", ld->parser.problem ? ld->parser.problem : "syntax error",
+                 ld->parser.context ? " " : "", ld->parser.context ? ld->parser.context : "");
+        return located(ld, ACCEL_EPARSE, ld->parser.problem_mark, NULL, "YAML syntax error: %s",
+                       msg);
+    }
+}
+
+static struct accel_mark mark_of(const struct loader *ld, yaml_mark_t m)
+{
+    struct accel_mark mk = {ld->file, (unsigned)m.line + 1, (unsigned)m.column + 1};
+    return mk;
+}
+
+/* Builds a scalar honouring quoting and the core schema tags. */
+static enum accel_err build_scalar(struct loader *ld, const yaml_event_t *ev, struct accel_val *out)
+{
+    const char *text = (const char *)ev->data.scalar.value;
+    size_t len = ev->data.scalar.length;
+    const char *tag = (const char *)ev->data.scalar.tag;
+    bool plain = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+    enum accel_err rc;
+
+    if (len > ACCEL_MAX_SCALAR)
+        return located(ld, ACCEL_ETOOBIG, ev->start_mark, NULL,
+                       "a scalar is longer than %d bytes; shorten it", ACCEL_MAX_SCALAR);
+    out->mark = mark_of(ld, ev->start_mark);
+    if (tag != NULL && strcmp(tag, "!") != 0) {
+        static const char *const core[] = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
+                                           "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null"};
+        if (strcmp(tag, "tag:yaml.org,2002:str") == 0)
+            goto string;
+        for (size_t i = 0; i < sizeof(core) / sizeof(core[0]); i++) {
+            if (strcmp(tag, core[i]) != 0)
+                continue;
+            rc = accel_scalar_resolve(text, len, out);
+            if (rc != ACCEL_OK)
+                return rc;
+            if ((i == 0 && out->type != ACCEL_V_INT) ||
+                (i == 1 && out->type != ACCEL_V_FLOAT && out->type != ACCEL_V_INT) ||
+                (i == 2 && out->type != ACCEL_V_BOOL) || (i == 3 && out->type != ACCEL_V_NULL)) {
+                accel_val_free(out);
+                return located(ld, ACCEL_EPARSE, ev->start_mark, NULL,
+                               "the value does not match its tag %s", tag);
+            }
+            if (i == 1 && out->type == ACCEL_V_INT) {
+                double f = (double)out->u.i;
+                out->type = ACCEL_V_FLOAT;
+                out->u.f = f;
+            }
+            out->mark = mark_of(ld, ev->start_mark);
+            return ACCEL_OK;
+        }
+        return located(ld, ACCEL_EPARSE, ev->start_mark, NULL,
+                       "unsupported YAML tag %s; remove the tag", tag);
+    }
+    if (plain && tag == NULL) {
+        rc = accel_scalar_resolve(text, len, out);
+        out->mark = mark_of(ld, ev->start_mark);
+        return rc;
+    }
+string:
+    out->type = ACCEL_V_STR;
+    out->quoted = true;
+    out->u.s = accel_strndup(text, len);
+    if (out->u.s == NULL) {
+        out->type = ACCEL_V_NULL;
+        return ACCEL_ENOMEM;
+    }
+    return ACCEL_OK;
+}
+
+static enum accel_err build_node(struct loader *ld, yaml_event_t *ev, int depth,
+                                 struct accel_val *out);
+
+static enum accel_err grow(void **arr, size_t *cap, size_t n, size_t size)
+{
+    void *p;
+    size_t nc;
+
+    if (n < *cap)
+        return ACCEL_OK;
+    nc = *cap ? *cap * 2 : 8;
+    p = accel_realloc(*arr, nc * size);
+    if (p == NULL)
+        return ACCEL_ENOMEM;
+    *arr = p;
+    *cap = nc;
+    return ACCEL_OK;
+}
+
+static enum accel_err build_sequence(struct loader *ld, int depth, struct accel_val *out)
+{
+    size_t cap = 0;
+    enum accel_err rc;
+
+    out->type = ACCEL_V_LIST;
+    out->u.list.v = NULL;
+    out->u.list.n = 0;
+    for (;;) {
+        yaml_event_t ev;
+        rc = next_event(ld, &ev);
+        if (rc != ACCEL_OK)
+            return rc;
+        if (ev.type == YAML_SEQUENCE_END_EVENT) {
+            yaml_event_delete(&ev);
+            return ACCEL_OK;
+        }
+        rc = grow((void **)&out->u.list.v, &cap, out->u.list.n, sizeof(struct accel_val));
+        if (rc == ACCEL_OK) {
+            memset(&out->u.list.v[out->u.list.n], 0, sizeof(struct accel_val));
+            rc = build_node(ld, &ev, depth + 1, &out->u.list.v[out->u.list.n]);
+            if (rc == ACCEL_OK)
+                out->u.list.n++;
+        }
+        yaml_event_delete(&ev);
+        if (rc != ACCEL_OK)
+            return rc;
+    }
+}
+
+static enum accel_err build_mapping(struct loader *ld, int depth, struct accel_val *out)
+{
+    size_t cap = 0;
+    enum accel_err rc;
+
+    out->type = ACCEL_V_MAP;
+    out->u.map.v = NULL;
+    out->u.map.n = 0;
+    for (;;) {
+        yaml_event_t kev, vev;
+        struct accel_pair pair;
+        struct accel_pair *dup;
+
+        rc = next_event(ld, &kev);
+        if (rc != ACCEL_OK)
+            return rc;
+        if (kev.type == YAML_MAPPING_END_EVENT) {
+            yaml_event_delete(&kev);
+            return ACCEL_OK;
+        }
+        if (kev.type != YAML_SCALAR_EVENT) {
+            rc = located(ld, ACCEL_EPARSE, kev.start_mark, NULL, "%s",
+                         kev.type == YAML_ALIAS_EVENT
+                             ? "YAML aliases are not supported; write the value out"
+                             : "a key must be a plain word, not a list or mapping");
+            yaml_event_delete(&kev);
+            return rc;
+        }
+        if (kev.data.scalar.anchor != NULL) {
+            rc = located(ld, ACCEL_EPARSE, kev.start_mark, NULL, "%s",
+                         "YAML anchors are not supported; remove the &anchor");
+            yaml_event_delete(&kev);
+            return rc;
+        }
+        if (kev.data.scalar.length > ACCEL_MAX_SCALAR) {
+            rc = located(ld, ACCEL_ETOOBIG, kev.start_mark, NULL, "a key is longer than %d bytes",
+                         ACCEL_MAX_SCALAR);
+            yaml_event_delete(&kev);
+            return rc;
+        }
+        memset(&pair, 0, sizeof(pair));
+        pair.mark = mark_of(ld, kev.start_mark);
+        pair.key = accel_strndup((const char *)kev.data.scalar.value, kev.data.scalar.length);
+        yaml_event_delete(&kev);
+        if (pair.key == NULL)
+            return ACCEL_ENOMEM;
+        rc = next_event(ld, &vev);
+        if (rc != ACCEL_OK) {
+            accel_free(pair.key);
+            return rc;
+        }
+        rc = build_node(ld, &vev, depth + 1, &pair.val);
+        yaml_event_delete(&vev);
+        if (rc != ACCEL_OK) {
+            accel_free(pair.key);
+            return rc;
+        }
+        dup = accel_map_find(out, pair.key);
+        if (dup != NULL) {
+            /* PyYAML keeps the last value of a repeated key. */
+            if (ld->dup_cb)
+                ld->dup_cb(ld->dup_ctx, dup, &pair);
+            accel_val_free(&dup->val);
+            dup->val = pair.val;
+            dup->mark = pair.mark;
+            accel_free(pair.key);
+            continue;
+        }
+        rc = grow((void **)&out->u.map.v, &cap, out->u.map.n, sizeof(struct accel_pair));
+        if (rc != ACCEL_OK) {
+            accel_free(pair.key);
+            accel_val_free(&pair.val);
+            return rc;
+        }
+        out->u.map.v[out->u.map.n++] = pair;
+    }
+}
+
+static enum accel_err build_node(struct loader *ld, yaml_event_t *ev, int depth,
+                                 struct accel_val *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (++ld->nodes > ACCEL_MAX_NODES)
+        return located(ld, ACCEL_ETOOBIG, ev->start_mark, NULL,
+                       "the document has more than %d values", ACCEL_MAX_NODES);
+    switch (ev->type) {
+    case YAML_SCALAR_EVENT:
+        if (ev->data.scalar.anchor != NULL)
+            return located(ld, ACCEL_EPARSE, ev->start_mark, NULL, "%s",
+                           "YAML anchors are not supported; remove the &anchor");
+        return build_scalar(ld, ev, out);
+    case YAML_SEQUENCE_START_EVENT:
+    case YAML_MAPPING_START_EVENT:
+        if ((ev->type == YAML_SEQUENCE_START_EVENT ? ev->data.sequence_start.anchor
+                                                   : ev->data.mapping_start.anchor) != NULL)
+            return located(ld, ACCEL_EPARSE, ev->start_mark, NULL, "%s",
+                           "YAML anchors are not supported; remove the &anchor");
+        if (depth >= ACCEL_MAX_DEPTH)
+            return located(ld, ACCEL_ETOOBIG, ev->start_mark, NULL,
+                           "nesting is deeper than %d levels", ACCEL_MAX_DEPTH);
+        out->mark = mark_of(ld, ev->start_mark);
+        {
+            enum accel_err rc = ev->type == YAML_SEQUENCE_START_EVENT
+                                    ? build_sequence(ld, depth, out)
+                                    : build_mapping(ld, depth, out);
+            if (rc != ACCEL_OK)
+                accel_val_free(out);
+            return rc;
+        }
+    case YAML_ALIAS_EVENT:
+        return located(ld, ACCEL_EPARSE, ev->start_mark, NULL, "%s",
+                       "YAML aliases are not supported; write the value out");
+    case YAML_NO_EVENT:
+    case YAML_STREAM_START_EVENT:
+    case YAML_STREAM_END_EVENT:
+    case YAML_DOCUMENT_START_EVENT:
+    case YAML_DOCUMENT_END_EVENT:
+    case YAML_SEQUENCE_END_EVENT:
+    case YAML_MAPPING_END_EVENT:
+        break;
+    }
+    return located(ld, ACCEL_EPARSE, ev->start_mark, NULL, "%s", "unexpected YAML event");
+}
+
+/* Reads events up to the next one that is not stream/document framing. */
+static enum accel_err expect(struct loader *ld, yaml_event_type_t type)
+{
+    yaml_event_t ev;
+    enum accel_err rc = next_event(ld, &ev);
+
+    if (rc != ACCEL_OK)
+        return rc;
+    if (ev.type != type) {
+        rc = located(ld, ACCEL_EPARSE, ev.start_mark, NULL, "%s",
+                     type == YAML_STREAM_END_EVENT
+                         ? "the file holds more than one YAML document; keep one"
+                         : "unexpected YAML structure");
+    }
+    yaml_event_delete(&ev);
+    return rc;
+}
+
+enum accel_err accel_doc_parse(struct accel_doc *doc, const char *file, const char *data,
+                               size_t len, accel_dup_cb dup_cb, void *dup_ctx,
+                               struct accel_error *err)
+{
+    struct loader ld;
+    yaml_event_t ev;
+    enum accel_err rc;
+
+    memset(doc, 0, sizeof(*doc));
+    if (len > ACCEL_MAX_CONFIG_BYTES) {
+        accel_error_at(err, file, 0, 0, NULL);
+        return accel_error_set(err, ACCEL_ETOOBIG, "%s is %zu bytes; the limit is %u bytes", file,
+                               len, ACCEL_MAX_CONFIG_BYTES);
+    }
+    doc->file = accel_strdup(file);
+    if (doc->file == NULL)
+        return accel_error_set(err, ACCEL_ENOMEM, "out of memory");
+    memset(&ld, 0, sizeof(ld));
+    if (!yaml_parser_initialize(&ld.parser)) {
+        accel_doc_free(doc);
+        return accel_error_set(err, ACCEL_ENOMEM, "out of memory");
+    }
+    ld.file = doc->file;
+    ld.err = err;
+    ld.dup_cb = dup_cb;
+    ld.dup_ctx = dup_ctx;
+    yaml_parser_set_input_string(&ld.parser, (const unsigned char *)data, len);
+
+    rc = expect(&ld, YAML_STREAM_START_EVENT);
+    if (rc != ACCEL_OK)
+        goto out;
+    rc = next_event(&ld, &ev);
+    if (rc != ACCEL_OK)
+        goto out;
+    if (ev.type == YAML_STREAM_END_EVENT) {
+        /* An empty file: PyYAML's safe_load returns None. */
+        yaml_event_delete(&ev);
+        doc->root.type = ACCEL_V_NULL;
+        doc->root.mark.file = doc->file;
+        goto out;
+    }
+    yaml_event_delete(&ev);
+    rc = next_event(&ld, &ev);
+    if (rc != ACCEL_OK)
+        goto out;
+    rc = build_node(&ld, &ev, 0, &doc->root);
+    yaml_event_delete(&ev);
+    if (rc != ACCEL_OK)
+        goto out;
+    rc = expect(&ld, YAML_DOCUMENT_END_EVENT);
+    if (rc == ACCEL_OK)
+        rc = expect(&ld, YAML_STREAM_END_EVENT);
+out:
+    yaml_parser_delete(&ld.parser);
+    if (rc != ACCEL_OK) {
+        if (rc == ACCEL_ENOMEM)
+            accel_error_set(err, ACCEL_ENOMEM, "out of memory parsing %s", file);
+        accel_doc_free(doc);
+    }
+    return rc;
+}
+
+enum accel_err accel_doc_load(struct accel_doc *doc, const char *path, accel_dup_cb dup_cb,
+                              void *dup_ctx, struct accel_error *err)
+{
+    char *data = NULL;
+    size_t len = 0;
+    enum accel_err rc;
+
+    memset(doc, 0, sizeof(*doc));
+    rc = accel_read_file(path, ACCEL_MAX_CONFIG_BYTES, &data, &len, err);
+    if (rc != ACCEL_OK) {
+        accel_error_at(err, path, 0, 0, NULL);
+        return rc;
+    }
+    rc = accel_doc_parse(doc, path, data, len, dup_cb, dup_ctx, err);
+    accel_free(data);
+    return rc;
+}
+
+void accel_doc_free(struct accel_doc *doc)
+{
+    if (doc == NULL)
+        return;
+    accel_val_free(&doc->root);
+    accel_free(doc->file);
+    doc->file = NULL;
+}

@@ -1,0 +1,461 @@
+/*
+ * resolve.c: what `accelerate launch --config_file X` makes of a config,
+ * before it builds any environment: its argparse defaults, overwritten by
+ * the YAML exactly as _validate_launch_command does it (top-level keys only
+ * where the CLI default is None; every nested key, with the fsdp_/fp8_/
+ * dynamo_ prefix rules), then mixed precision and dynamo defaults.  The
+ * result, cfg->args, is the input of core/env.
+ *
+ * Two deliberate differences (DESIGN decision 1, docs/differences.md):
+ * enable_cpu_affinity from the YAML is honoured (upstream's CLI default
+ * shadows it), and an FSDP1 strategy written as fsdp_reshard_after_forward
+ * becomes the sharding strategy (upstream's default FULL_SHARD wins).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "accel/alloc.h"
+#include "check_int.h"
+#include "resolve_int.h"
+#include "schema.h"
+
+/* accelerate launch's argparse defaults that reach the environment.  Types:
+ * 'N' None, 'b' bool, 'i' int, 'f' float, 's' string, 'L' the
+ * (False, False, False) tuple of fp8_override_linear_precision.  String
+ * defaults pass through the option's type= function, as argparse does. */
+struct arg_default {
+    const char *name;
+    char type;
+    const char *text;
+};
+
+static const struct arg_default arg_defaults[] = {
+    {"cpu", 'b', "False"},
+    {"debug", 'N', NULL},
+    {"num_cpu_threads_per_process", 'N', NULL},
+    {"enable_cpu_affinity", 'b', "False"},
+    {"dynamo_backend", 'N', NULL},
+    {"dynamo_mode", 's', "default"},
+    {"dynamo_use_fullgraph", 'b', "False"},
+    {"dynamo_use_dynamic", 'b', "False"},
+    {"dynamo_use_regional_compilation", 'b', "False"},
+    {"gpu_ids", 'N', NULL},
+    {"same_network", 'b', "False"},
+    {"rdzv_backend", 's', "static"},
+    {"deepspeed_config_file", 'N', NULL},
+    {"zero_stage", 'N', NULL},
+    {"offload_optimizer_device", 'N', NULL},
+    {"offload_param_device", 'N', NULL},
+    {"gradient_accumulation_steps", 'N', NULL},
+    {"gradient_clipping", 'N', NULL},
+    {"zero3_init_flag", 'N', NULL},
+    {"zero3_save_16bit_model", 'N', NULL},
+    {"deepspeed_moe_layer_cls_names", 'N', NULL},
+    {"deepspeed_multinode_launcher", 'N', NULL},
+    {"fsdp_version", 's', "1"},
+    {"fsdp_offload_params", 's', "false"},
+    {"fsdp_min_num_params", 'i', "100000000"},
+    {"fsdp_sharding_strategy", 's', "FULL_SHARD"},
+    {"fsdp_reshard_after_forward", 's', "true"},
+    {"fsdp_auto_wrap_policy", 'N', NULL},
+    {"fsdp_transformer_layer_cls_to_wrap", 'N', NULL},
+    {"fsdp_backward_prefetch", 'N', NULL},
+    {"fsdp_state_dict_type", 'N', NULL},
+    {"fsdp_forward_prefetch", 's', "false"},
+    {"fsdp_use_orig_params", 's', "true"},
+    {"fsdp_cpu_ram_efficient_loading", 's', "true"},
+    {"fsdp_sync_module_states", 's', "true"},
+    {"fsdp_activation_checkpointing", 's', "false"},
+    {"megatron_lm_tp_degree", 'i', "1"},
+    {"megatron_lm_use_custom_fsdp", 'b', "False"},
+    {"megatron_lm_no_load_optim", 'b', "False"},
+    {"megatron_lm_eod_mask_loss", 'b', "False"},
+    {"megatron_lm_overlap_cpu_optimizer_d2h_h2d", 'b', "False"},
+    {"megatron_lm_no_save_optim", 'b', "False"},
+    {"megatron_lm_optimizer_cpu_offload", 'b', "False"},
+    {"megatron_lm_use_precision_aware_optimizer", 'b', "False"},
+    {"megatron_lm_pp_degree", 'i', "1"},
+    {"megatron_lm_gradient_clipping", 'f', "1.0"},
+    {"fp8_use_autocast_during_eval", 'b', "False"},
+    {"fp8_margin", 'i', "0"},
+    {"fp8_interval", 'i', "1"},
+    {"fp8_format", 's', "HYBRID"},
+    {"fp8_amax_history_len", 'i', "1024"},
+    {"fp8_amax_compute_algo", 's', "most_recent"},
+    {"fp8_override_linear_precision", 'L', NULL},
+    {"fp8_opt_level", 's', "O2"},
+    /* default "true" through type=str_to_bool, which returns the int 1 */
+    {"fp8_enable_fsdp_float8_all_gather", 'i', "1"},
+    {"fp8_pad_inner_dim", 'i', "1"},
+    {"parallelism_config_dp_replicate_size", 'i', "1"},
+    {"parallelism_config_dp_shard_size", 'i', "1"},
+    {"parallelism_config_tp_size", 'i', "1"},
+    {"parallelism_config_cp_size", 'i', "1"},
+    {"parallelism_config_cp_backend", 's', "torch"},
+    {"parallelism_config_cp_comm_strategy", 's', "allgather"},
+    {"parallelism_config_sp_size", 'i', "1"},
+    {"parallelism_config_sp_backend", 's', "deepspeed"},
+    {"parallelism_config_sp_seq_length", 'N', NULL},
+    {"parallelism_config_sp_seq_length_is_variable", 'b', "True"},
+    {"parallelism_config_sp_attn_implementation", 's', "sdpa"},
+};
+
+/* ClusterConfig dataclass defaults for top-level keys absent from the file. */
+static const struct arg_default cluster_defaults[] = {
+    {"num_processes", 'i', "-1"},  {"machine_rank", 'i', "0"},
+    {"num_machines", 'i', "1"},    {"main_training_function", 's', "main"},
+    {"downcast_bf16", 'b', "False"}, {"use_cpu", 'b', "False"},
+    {"debug", 'b', "False"},
+};
+
+static const char *const nested_sections[] = {"deepspeed_config", "fsdp_config",
+                                              "megatron_lm_config", "dynamo_config",
+                                              "fp8_config", "parallelism_config",
+                                              "mpirun_config", NULL};
+
+enum accel_err config__map_set(struct accel_val *map, const char *key, struct accel_val *val,
+                               const struct accel_mark *mark)
+{
+    struct accel_pair *p = accel_map_find(map, key);
+    struct accel_pair *arr;
+
+    if (p != NULL) {
+        accel_val_free(&p->val);
+        p->val = *val;
+        if (mark)
+            p->mark = *mark;
+        val->type = ACCEL_V_NULL;
+        return ACCEL_OK;
+    }
+    arr = accel_realloc(map->u.map.v, (map->u.map.n + 1) * sizeof(*arr));
+    if (arr == NULL)
+        return ACCEL_ENOMEM;
+    map->u.map.v = arr;
+    p = &arr[map->u.map.n];
+    p->key = accel_strdup(key);
+    if (p->key == NULL)
+        return ACCEL_ENOMEM;
+    p->val = *val;
+    if (mark)
+        p->mark = *mark;
+    else
+        memset(&p->mark, 0, sizeof(p->mark));
+    map->u.map.n++;
+    val->type = ACCEL_V_NULL;
+    return ACCEL_OK;
+}
+
+static enum accel_err default_value(const struct arg_default *a, struct accel_val *v)
+{
+    memset(v, 0, sizeof(*v));
+    switch (a->type) {
+    case 'N':
+        v->type = ACCEL_V_NULL;
+        return ACCEL_OK;
+    case 'b':
+        v->type = ACCEL_V_BOOL;
+        v->u.b = strcmp(a->text, "True") == 0;
+        return ACCEL_OK;
+    case 'i':
+        v->type = ACCEL_V_INT;
+        v->u.i = strtoll(a->text, NULL, 10);
+        return ACCEL_OK;
+    case 'f':
+        v->type = ACCEL_V_FLOAT;
+        v->u.f = strtod(a->text, NULL);
+        return ACCEL_OK;
+    case 'L':
+        v->type = ACCEL_V_LIST;
+        v->u.list.v = accel_calloc(3, sizeof(struct accel_val));
+        if (v->u.list.v == NULL)
+            return ACCEL_ENOMEM;
+        v->u.list.n = 3;
+        for (int i = 0; i < 3; i++)
+            v->u.list.v[i].type = ACCEL_V_BOOL;
+        return ACCEL_OK;
+    default:
+        v->type = ACCEL_V_STR;
+        v->u.s = accel_strdup(a->text);
+        return v->u.s ? ACCEL_OK : ACCEL_ENOMEM;
+    }
+}
+
+static enum accel_err set_default(struct accel_val *map, const struct arg_default *a)
+{
+    struct accel_val v;
+    enum accel_err rc = default_value(a, &v);
+
+    if (rc == ACCEL_OK)
+        rc = config__map_set(map, a->name, &v, NULL);
+    accel_val_free(&v);
+    return rc;
+}
+
+static enum accel_err set_copy(struct accel_val *map, const char *key, const struct accel_val *src,
+                               const struct accel_mark *mark)
+{
+    struct accel_val v;
+    enum accel_err rc = accel_val_copy(&v, src);
+
+    if (rc == ACCEL_OK)
+        rc = config__map_set(map, key, &v, mark);
+    accel_val_free(&v);
+    return rc;
+}
+
+static bool arg_is_none(const struct accel_val *args, const char *key)
+{
+    const struct accel_pair *p = accel_map_find(args, key);
+    return p == NULL || p->val.type == ACCEL_V_NULL;
+}
+
+enum accel_err config__canonicalize(struct accel_val *root, unsigned version)
+{
+    if (root->type != ACCEL_V_MAP)
+        return ACCEL_OK;
+    for (size_t i = 0; i < root->u.map.n; i++) {
+        struct accel_pair *sec = &root->u.map.v[i];
+        char canon[256];
+        if (sec->val.type != ACCEL_V_MAP)
+            continue;
+        if (strcmp(sec->key, "dynamo_config") == 0 && version < ACCEL_VERSION(1, 14, 0))
+            continue;
+        for (size_t j = 0; j < sec->val.u.map.n; j++) {
+            struct accel_pair *p = &sec->val.u.map.v[j];
+            config__canonical_key(sec->key, p->key, canon, sizeof(canon));
+            if (strcmp(canon, p->key) != 0) {
+                char *k = accel_strdup(canon);
+                if (k == NULL)
+                    return ACCEL_ENOMEM;
+                accel_free(p->key);
+                p->key = k;
+            }
+        }
+    }
+    return ACCEL_OK;
+}
+
+const char *accel_dist_name(enum accel_dist d)
+{
+    return schema_dist_values[d];
+}
+
+static enum accel_dist dist_from(const struct accel_val *root, bool *known)
+{
+    const struct accel_pair *p = accel_map_find(root, "distributed_type");
+
+    *known = true;
+    if (p != NULL && p->val.type == ACCEL_V_STR)
+        for (size_t i = 0; schema_dist_values[i] != NULL; i++)
+            if (strcmp(p->val.u.s, schema_dist_values[i]) == 0)
+                return (enum accel_dist)i;
+    *known = p != NULL && p->val.type == ACCEL_V_BOOL && !p->val.u.b;
+    return ACCEL_DIST_NO;
+}
+
+static char *dup_str_arg(const struct accel_val *args, const char *key)
+{
+    const struct accel_pair *p = accel_map_find(args, key);
+    return (p != NULL && p->val.type == ACCEL_V_STR) ? accel_strdup(p->val.u.s) : NULL;
+}
+
+static long int_arg(const struct accel_val *args, const char *key, long dflt)
+{
+    const struct accel_pair *p = accel_map_find(args, key);
+
+    if (p == NULL)
+        return dflt;
+    if (p->val.type == ACCEL_V_INT)
+        return (long)p->val.u.i;
+    if (p->val.type == ACCEL_V_STR && p->val.u.s[0] >= '0' && p->val.u.s[0] <= '9')
+        return strtol(p->val.u.s, NULL, 10);
+    return dflt;
+}
+
+/* The deepspeed_config keys as written (in file order), for
+ * ACCELERATE_CONFIG_DS_FIELDS. */
+static enum accel_err ds_fields(struct accel_cfg *cfg, bool mp_from_config)
+{
+    const struct accel_pair *ds = accel_map_find(&cfg->tree, "deepspeed_config");
+    struct accel_buf b;
+    enum accel_err rc = ACCEL_OK;
+
+    accel_buf_init(&b, ACCEL_MAX_SCALAR);
+    if (ds != NULL && ds->val.type == ACCEL_V_MAP)
+        for (size_t i = 0; rc == ACCEL_OK && i < ds->val.u.map.n; i++)
+            rc = accel_buf_printf(&b, "%s%s", i ? "," : "", ds->val.u.map.v[i].key);
+    if (rc == ACCEL_OK && mp_from_config)
+        rc = accel_buf_printf(&b, "%smixed_precision", b.len ? "," : "");
+    if (rc != ACCEL_OK) {
+        accel_buf_free(&b);
+        return rc;
+    }
+    cfg->ds_fields = accel_buf_take(&b);
+    return cfg->ds_fields ? ACCEL_OK : ACCEL_ENOMEM;
+}
+
+enum accel_err config__resolve(struct accel_cfg *cfg, unsigned version)
+{
+    struct accel_val *args = &cfg->args;
+    const struct accel_val *root = &cfg->tree;
+    const struct accel_pair *p;
+    bool known, mp_from_config = false;
+    enum accel_err rc = ACCEL_OK;
+
+    (void)version;
+    args->type = ACCEL_V_MAP;
+    args->u.map.v = NULL;
+    args->u.map.n = 0;
+    for (size_t i = 0; rc == ACCEL_OK && i < sizeof(arg_defaults) / sizeof(arg_defaults[0]); i++)
+        rc = set_default(args, &arg_defaults[i]);
+    if (rc != ACCEL_OK)
+        return rc;
+
+    p = accel_map_find(root, "compute_environment");
+    cfg->sagemaker = p != NULL && p->val.type == ACCEL_V_STR &&
+                     strcmp(p->val.u.s, "AMAZON_SAGEMAKER") == 0;
+    cfg->dist = dist_from(root, &known);
+    cfg->dist_name = accel_dist_name(cfg->dist);
+
+    /* Top-level keys: dataclass defaults first, then the file, each applied
+     * only where the CLI default is None. */
+    for (size_t i = 0; rc == ACCEL_OK && i < sizeof(cluster_defaults) / sizeof(cluster_defaults[0]);
+         i++)
+        if (accel_map_find(root, cluster_defaults[i].name) == NULL &&
+            arg_is_none(args, cluster_defaults[i].name))
+            rc = set_default(args, &cluster_defaults[i]);
+    for (size_t i = 0; rc == ACCEL_OK && root->type == ACCEL_V_MAP && i < root->u.map.n; i++) {
+        const struct accel_pair *t = &root->u.map.v[i];
+        bool nested = false;
+        /* process_config pops the legacy keys; a legacy dynamo_backend
+         * replaces dynamo_config altogether. */
+        if (strcmp(t->key, "fp16") == 0 || strcmp(t->key, "dynamo_backend") == 0 ||
+            (strcmp(t->key, "dynamo_config") == 0 && accel_map_find(root, "dynamo_backend")))
+            continue;
+        for (size_t s = 0; nested_sections[s] != NULL; s++)
+            nested |= strcmp(t->key, nested_sections[s]) == 0;
+        if (nested) {
+            if (t->val.type != ACCEL_V_MAP)
+                continue;
+            for (size_t j = 0; rc == ACCEL_OK && j < t->val.u.map.n; j++)
+                rc = set_copy(args, t->val.u.map.v[j].key, &t->val.u.map.v[j].val,
+                              &t->val.u.map.v[j].mark);
+            continue;
+        }
+        if (strcmp(t->key, "compute_environment") == 0 || strcmp(t->key, "mixed_precision") == 0 ||
+            strcmp(t->key, "distributed_type") == 0)
+            continue;
+        if (strcmp(t->key, "enable_cpu_affinity") == 0 || arg_is_none(args, t->key))
+            rc = set_copy(args, t->key, &t->val, &t->mark);
+    }
+    if (rc != ACCEL_OK)
+        return rc;
+    /* Legacy top-level dynamo_backend: "NO" means no dynamo config. */
+    p = accel_map_find(root, "dynamo_backend");
+    if (p != NULL && !(p->val.type == ACCEL_V_STR && strcmp(p->val.u.s, "NO") == 0)) {
+        rc = set_copy(args, "dynamo_backend", &p->val, &p->mark);
+        if (rc != ACCEL_OK)
+            return rc;
+    }
+
+    /* FSDP1: a strategy stored under fsdp_reshard_after_forward is the
+     * strategy (accelrun follows the YAML; see the header comment). */
+    p = accel_map_find(accel_map_find(root, "fsdp_config") ? &accel_map_find(root, "fsdp_config")->val
+                                                           : NULL,
+                       "fsdp_reshard_after_forward");
+    if (p != NULL && p->val.type == ACCEL_V_STR && int_arg(args, "fsdp_version", 1) == 1 &&
+        accel_map_find(&accel_map_find(root, "fsdp_config")->val, "fsdp_sharding_strategy") == NULL) {
+        for (size_t i = 0; schema_fsdp_strategies[i] != NULL; i++) {
+            if (strcasecmp(p->val.u.s, schema_fsdp_strategies[i]) != 0)
+                continue;
+            rc = set_copy(args, "fsdp_sharding_strategy", &p->val, &p->mark);
+            if (rc != ACCEL_OK)
+                return rc;
+        }
+    }
+
+    /* mixed precision: the file's value, else "no"; legacy fp16: true. */
+    p = accel_map_find(root, "mixed_precision");
+    if (p != NULL && p->val.type == ACCEL_V_STR) {
+        snprintf(cfg->mixed_precision, sizeof(cfg->mixed_precision), "%s", p->val.u.s);
+        mp_from_config = true;
+    } else {
+        const struct accel_pair *fp16 = accel_map_find(root, "fp16");
+        bool legacy = fp16 != NULL && accel_val_truthy(&fp16->val);
+        snprintf(cfg->mixed_precision, sizeof(cfg->mixed_precision), "%s", legacy ? "fp16" : "no");
+        mp_from_config = legacy;
+    }
+    for (char *c = cfg->mixed_precision; *c; c++)
+        *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+    if (arg_is_none(args, "dynamo_backend")) {
+        struct accel_val v = {.type = ACCEL_V_STR};
+        v.u.s = accel_strdup("no");
+        if (v.u.s == NULL)
+            return ACCEL_ENOMEM;
+        rc = config__map_set(args, "dynamo_backend", &v, NULL);
+        accel_val_free(&v);
+        if (rc != ACCEL_OK)
+            return rc;
+    }
+
+    /* The typed view. */
+    cfg->num_processes = int_arg(args, "num_processes", -1);
+    if (cfg->num_processes < 0 && cfg->dist == ACCEL_DIST_NO)
+        cfg->num_processes = 1; /* process_config: NO defaults to one process */
+    cfg->num_machines = int_arg(args, "num_machines", 1);
+    cfg->machine_rank = int_arg(args, "machine_rank", 0);
+    cfg->main_process_port = arg_is_none(args, "main_process_port")
+                                 ? -1
+                                 : int_arg(args, "main_process_port", -1);
+    cfg->main_process_ip = dup_str_arg(args, "main_process_ip");
+    cfg->gpu_ids = dup_str_arg(args, "gpu_ids");
+    if (cfg->gpu_ids != NULL && strcmp(cfg->gpu_ids, "all") == 0) {
+        accel_free(cfg->gpu_ids);
+        cfg->gpu_ids = NULL;
+    }
+    p = accel_map_find(args, "use_cpu");
+    cfg->use_cpu = p != NULL && accel_val_truthy(&p->val);
+    p = accel_map_find(args, "debug");
+    cfg->debug = p != NULL && accel_val_truthy(&p->val);
+    cfg->fsdp_version = int_arg(args, "fsdp_version", 1);
+    switch (cfg->dist) {
+    case ACCEL_DIST_NO:
+    case ACCEL_DIST_MULTI_CPU:
+        cfg->launcher = ACCEL_LAUNCH_SIMPLE;
+        break;
+    case ACCEL_DIST_DEEPSPEED:
+        cfg->launcher = ACCEL_LAUNCH_DEEPSPEED;
+        break;
+    case ACCEL_DIST_XLA:
+        cfg->launcher = ACCEL_LAUNCH_NONE;
+        break;
+    case ACCEL_DIST_MULTI_GPU:
+    case ACCEL_DIST_MULTI_NPU:
+    case ACCEL_DIST_MULTI_MLU:
+    case ACCEL_DIST_MULTI_SDAA:
+    case ACCEL_DIST_MULTI_MUSA:
+    case ACCEL_DIST_MULTI_XPU:
+    case ACCEL_DIST_MULTI_HPU:
+    case ACCEL_DIST_MULTI_NEURON:
+    case ACCEL_DIST_FSDP:
+    case ACCEL_DIST_MEGATRON_LM:
+        cfg->launcher = ACCEL_LAUNCH_TORCHRUN;
+        break;
+    }
+    if (cfg->sagemaker)
+        cfg->launcher = ACCEL_LAUNCH_NONE;
+    if ((cfg->main_process_ip == NULL && !arg_is_none(args, "main_process_ip")) ||
+        (cfg->gpu_ids == NULL && !arg_is_none(args, "gpu_ids") &&
+         accel_map_find(args, "gpu_ids")->val.type == ACCEL_V_STR &&
+         strcmp(accel_map_find(args, "gpu_ids")->val.u.s, "all") != 0))
+        return ACCEL_ENOMEM;
+    return ds_fields(cfg, mp_from_config);
+}
+
+const struct accel_val *accel_cfg_arg(const struct accel_cfg *cfg, const char *name)
+{
+    const struct accel_pair *p = accel_map_find(&cfg->args, name);
+    return (p == NULL || p->val.type == ACCEL_V_NULL) ? NULL : &p->val;
+}

@@ -1,0 +1,69 @@
+/*
+ * accel/err.h: the project's one error enum and the caller-owned error struct.
+ *
+ * Every fallible function in libaccelrun returns an `enum accel_err` (ACCEL_OK
+ * is 0) and, where the caller passes one, fills a `struct accel_error` with the
+ * details: a message, the file:line:column and key of a config problem, and
+ * the errno of a failed system call.  Nothing is kept in globals.  The enum is
+ * append-only: values are never renumbered or reused.
+ */
+#ifndef ACCEL_ERR_H
+#define ACCEL_ERR_H
+
+#include <stdarg.h>
+
+#define ACCEL_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#define ACCEL_WUR __attribute__((warn_unused_result))
+
+enum accel_err {
+    ACCEL_OK = 0,
+    ACCEL_ENOMEM = 1,       /* an allocation failed */
+    ACCEL_EINVAL = 2,       /* a caller passed an invalid argument */
+    ACCEL_EIO = 3,          /* a system call failed; errno is saved */
+    ACCEL_ETOOBIG = 4,      /* an input exceeded its cap */
+    ACCEL_EPARSE = 5,       /* YAML/JSON syntax error */
+    ACCEL_ECONFIG = 6,      /* the config failed validation */
+    ACCEL_EPOLICY = 7,      /* the config conflicts with the site policy */
+    ACCEL_ENOTFOUND = 8,    /* a file or item does not exist */
+    ACCEL_EPERM = 9,        /* permission denied */
+    ACCEL_EUNSUPPORTED = 10, /* valid for accelerate, not something accelrun runs */
+    ACCEL_ELAYOUT = 11,     /* the job layout does not fit the config */
+    ACCEL_ERR__LAST         /* sentinel, not an error */
+};
+
+/* Caller-owned details of the last failure.  Strings are truncated, never
+ * overflowed.  line and column are 1-based; 0 means "not known". */
+struct accel_error {
+    enum accel_err code;
+    int sys_errno;
+    unsigned line;
+    unsigned column;
+    char file[256];
+    char key[128];
+    char msg[768];
+};
+
+/* Short, static, never-NULL description of `code` ("out of memory"). */
+const char *accel_strerror(enum accel_err code);
+
+/* Name of the enum constant ("ACCEL_ENOMEM"); "ACCEL_E?" for unknown values. */
+const char *accel_errname(enum accel_err code);
+
+/* Resets `e` to ACCEL_OK with empty fields.  NULL is allowed and ignored. */
+void accel_error_clear(struct accel_error *e);
+
+/* Sets e->code and a formatted message; returns `code` so callers can write
+ * `return accel_error_set(e, ACCEL_EINVAL, "...")`.  NULL `e` is allowed. */
+enum accel_err accel_error_set(struct accel_error *e, enum accel_err code, const char *fmt, ...)
+    ACCEL_PRINTF(3, 4);
+
+/* Like accel_error_set, and also saves `errno` (read on entry) in sys_errno and
+ * appends ": strerror(errno)" to the message. */
+enum accel_err accel_error_sys(struct accel_error *e, enum accel_err code, const char *fmt, ...)
+    ACCEL_PRINTF(3, 4);
+
+/* Records where a config problem is: file (copied), line, column, key. */
+void accel_error_at(struct accel_error *e, const char *file, unsigned line, unsigned column,
+                    const char *key);
+
+#endif

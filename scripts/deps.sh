@@ -1,0 +1,40 @@
+#!/bin/sh
+# Installs the Debian packages accelrun needs to build and test, or, when not
+# run as root, prints the one apt-get command that would.  It never installs
+# Python packages system-wide: the oracle and the Python interop tests make
+# their own virtual environments (scripts/oracle.sh).
+#
+# usage: scripts/deps.sh [build|test|all]   (default: all)
+set -eu
+
+build_pkgs="make gcc pkg-config libyaml-dev libcjson-dev"
+test_pkgs="clang libclang-rt-14-dev python3 python3-venv hyperfine"
+
+case "${1:-all}" in
+    build) want="$build_pkgs" ;;
+    test|all) want="$build_pkgs $test_pkgs" ;;
+    *) echo "usage: $0 [build|test|all]" >&2; exit 2 ;;
+esac
+
+missing=""
+for p in $want; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+
+if [ -z "$missing" ]; then
+    exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "accelrun: missing Debian packages:$missing" >&2
+    echo "accelrun: run: sudo apt-get update && sudo apt-get install -y --no-install-recommends$missing" >&2
+    exit 1
+fi
+
+echo "accelrun: installing Debian packages:$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+# shellcheck disable=SC2086  # word splitting of the package list is wanted
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

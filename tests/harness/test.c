@@ -1,0 +1,166 @@
+/*
+ * tests/harness/test.c: runs each case in a forked child with a timeout and
+ * prints TAP.  `./test_x name` runs one case in-process (for gdb).
+ */
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "accel/alloc.h"
+#include "test.h"
+
+#define TEST_TIMEOUT_S 60
+#define SKIP_EXIT 77
+
+void test_fail(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stdout, "#   %s:%d: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stdout, fmt, ap);
+    va_end(ap);
+    fputc('\n', stdout);
+    fflush(stdout);
+    _exit(1);
+}
+
+void test_skip(const char *reason)
+{
+    fprintf(stdout, "#   SKIP: %s\n", reason);
+    fflush(stdout);
+    _exit(SKIP_EXIT);
+}
+
+void test_note(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("#   ", stdout);
+    va_start(ap, fmt);
+    vfprintf(stdout, fmt, ap);
+    va_end(ap);
+    fputc('\n', stdout);
+}
+
+/* ---- counting allocator ---- */
+static unsigned long alloc_calls, alloc_fail_at;
+static long alloc_live;
+
+static void *count_malloc(size_t n)
+{
+    alloc_calls++;
+    if (alloc_fail_at != 0 && alloc_calls == alloc_fail_at)
+        return NULL;
+    alloc_live++;
+    return malloc(n);
+}
+
+static void *count_realloc(void *p, size_t n)
+{
+    alloc_calls++;
+    if (alloc_fail_at != 0 && alloc_calls == alloc_fail_at)
+        return NULL;
+    if (p == NULL)
+        alloc_live++;
+    return realloc(p, n);
+}
+
+static void count_free(void *p)
+{
+    if (p != NULL)
+        alloc_live--;
+    free(p);
+}
+
+void test_alloc_install(void)
+{
+    static const struct accel_alloc_hooks h = {count_malloc, count_realloc, count_free};
+    accel_alloc_set(&h);
+}
+
+void test_alloc_fail_at(unsigned long n)
+{
+    alloc_calls = 0;
+    alloc_fail_at = n;
+}
+
+unsigned long test_alloc_count(void)
+{
+    return alloc_calls;
+}
+
+long test_alloc_live(void)
+{
+    return alloc_live;
+}
+
+const char *test_corpus_dir(void)
+{
+    const char *s = getenv("ACCEL_SHARED");
+    static char buf[4096];
+
+    snprintf(buf, sizeof(buf), "%s/corpus", s ? s : "../shared");
+    return buf;
+}
+
+static int run_one(const struct test_case *tc)
+{
+    pid_t pid;
+    int status = 0;
+
+    fflush(stdout);
+    pid = fork();
+    if (pid < 0)
+        return 1;
+    if (pid == 0) {
+        alarm(TEST_TIMEOUT_S);
+        tc->fn();
+        fflush(stdout);
+        _exit(0);
+    }
+    while (waitpid(pid, &status, 0) < 0)
+        ;
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) {
+        printf("#   killed by signal %d%s\n", WTERMSIG(status),
+               WTERMSIG(status) == SIGALRM ? " (timeout)" : "");
+        return 1;
+    }
+    return 1;
+}
+
+int test_main(int argc, char **argv, const struct test_case *cases, size_t n)
+{
+    int failed = 0, skipped = 0;
+
+    if (argc > 1) {
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(cases[i].name, argv[1]) == 0) {
+                cases[i].fn();
+                printf("ok %s\n", cases[i].name);
+                return 0;
+            }
+        fprintf(stderr, "no test named %s\n", argv[1]);
+        return 2;
+    }
+    printf("1..%zu\n", n);
+    for (size_t i = 0; i < n; i++) {
+        int rc = run_one(&cases[i]);
+        if (rc == 0) {
+            printf("ok %zu - %s\n", i + 1, cases[i].name);
+        } else if (rc == SKIP_EXIT) {
+            printf("ok %zu - %s # SKIP\n", i + 1, cases[i].name);
+            skipped++;
+        } else {
+            printf("not ok %zu - %s\n", i + 1, cases[i].name);
+            failed++;
+        }
+        fflush(stdout);
+    }
+    printf("# %s: %zu passed, %d failed, %d skipped\n", argv[0], n - (size_t)failed - (size_t)skipped,
+           failed, skipped);
+    return failed ? 1 : 0;
+}
