@@ -17,7 +17,10 @@ usage: python3 scripts/gen_scalars.py [OUT]   (default tests/golden/scalars.tsv)
 """
 
 import datetime
+import math
 import os
+import random
+import struct
 import sys
 
 import yaml
@@ -92,6 +95,30 @@ PLAIN = [
     "\u4e2d\u6587", "a\u00a0b", "emoji\U0001f600",
 ]
 
+
+
+def float_literals():
+    """Doubles written as YAML 1.1 floats (%.17e: a dot and a signed exponent),
+    so that PyYAML's str() is CPython's float repr of exactly that double: a
+    differential test of accel_val_pystr's shortest round-trip digits."""
+    rng = random.Random(20240601)
+    xs = []
+    while len(xs) < 60:
+        x = struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0]
+        if math.isfinite(x):
+            xs.append(x)
+    xs += [rng.uniform(-1e6, 1e6) for _ in range(20)]
+    xs += [rng.random() for _ in range(10)]
+    # Powers of two have an asymmetric rounding interval; decade edges switch
+    # between fixed and exponent notation.
+    xs += [2.0 ** k for k in range(-1074, 1024, 41)]
+    for k in (-5, -4, 15, 16):
+        xs += [math.nextafter(10.0 ** k, 0), 10.0 ** k, math.nextafter(10.0 ** k, math.inf)]
+    return ["%.17e" % x for x in xs]
+
+
+PLAIN += float_literals()
+
 # Section "doc": the YAML text of a value; the document is "v: <input>\n".
 DOC = [
     # quoted scalars always stay strings
@@ -123,7 +150,9 @@ DOC = [
     "['a\"b']", "[\"a'b\\\"c\"]", "['a\\b']", "['tab\\t']", '["tab\\t", "nl\\n", "cr\\r"]',
     '["\\x01\\x1f\\x7f"]', "[.inf, -.inf, .nan]", "[-0.0, 0.0]", "[190:20:30, 0x10, 010, 0b11]",
     "[2001-12-14]", "[9223372036854775807, -9223372036854775808]", "[caf\u00e9]",
-    '["\\xa0", "\\xad", "\\x85", "\\u2028", "\\ufeff", "\\u200b"]', "{'k': v, \"q\": 'w'}",
+    '["\\xa0", "\\xad", "\\x85", "\\u2028", "\\ufeff", "\\u200b"]',
+    '["\\u0600", "\\ue000", "\\U000f0000", "\\U000e0001", "\\u00e9\\u4e2d\\U0001f600"]',
+    '["\\u00ff\\u0100\\uffff", "\\u3000x", "\\u2029"]', "{'k': v, \"q\": 'w'}",
     "{a: {b: {c: [1, {d: e}]}}}", "- 1\n  - 2", "\n  - a\n  - b", "\n  x: 1\n  y: [a]",
     "{1: a}", "{yes: a}", "{a: , b: ~}", "[a, [b, [c]]]", "{x: 1, x: 2}", "[[]]", "[{}]",
 ]

@@ -276,6 +276,20 @@ def read_workers(outdirs):
     return found
 
 
+def remove_torchelastic_dirs(records):
+    """Removes the /tmp/torchelastic_* log directories our workers were given.
+
+    torchrun makes one per launch with tempfile.mkdtemp() and never removes
+    it; the base environment has no TMPDIR, so it lands in the system temp
+    dir.  Only directories named in a worker's TORCHELASTIC_ERROR_FILE go.
+    """
+    for _, rec in records:
+        path = rec["environ"].get("TORCHELASTIC_ERROR_FILE", "")
+        m = re.match(r"^(.*/torchelastic_[a-z0-9_]{8})/", path)
+        if m and os.path.isdir(m.group(1)):
+            shutil.rmtree(m.group(1), ignore_errors=True)
+
+
 def worker_entry(machine_rank, record, base_env, norm):
     environ = record["environ"]
     env = {k: v for k, v in environ.items() if base_env.get(k) != v}
@@ -314,7 +328,7 @@ def script_interpreter(path):
     return sys.executable
 
 
-def run_fallback(venv, launch_argv, cwd, env, out, norm, base_env):
+def run_fallback(venv, launch_argv, cwd, env, norm, base_env):
     """accelerate's own prepare_simple_launcher_cmd_env() for a launch that can't run here."""
     py = script_interpreter(os.path.join(venv, "bin", "accelerate"))
     r = subprocess.run([py, "-c", FALLBACK_PROGRAM, json.dumps(launch_argv), json.dumps(OPEN_MPI_ARGS)],
@@ -405,7 +419,9 @@ def _run_case(case, cfg_abs, venv, timeout, keep_logs, made_by, physical_cores, 
     results, timed_out = run_launches(cmds, cwd, base_env, logdir, timeout)
     elapsed = time.monotonic() - t0
 
-    workers = [worker_entry(r, rec, base_env, norm) for r, rec in read_workers(outdirs)]
+    records = read_workers(outdirs)
+    remove_torchelastic_dirs(records)
+    workers = [worker_entry(r, rec, base_env, norm) for r, rec in records]
     workers.sort(key=lambda w: (w["node_rank"], w["local_rank"]))
 
     golden = {
@@ -424,10 +440,12 @@ def _run_case(case, cfg_abs, venv, timeout, keep_logs, made_by, physical_cores, 
     if timed_out:
         error = "timeout: no result after %d s" % timeout
     else:
-        for rc, stderr in results:
-            if rc != 0:
-                error = norm(last_exception_line(stderr))
-                break
+        # A launch that failed by itself (rc > 0) explains the failure better
+        # than one killed after FAIL_GRACE_S because another had failed.
+        failed = [x for x in results if x[0] not in (0, None) and x[0] > 0] or \
+                 [x for x in results if x[0] != 0]
+        if failed:
+            error = norm(last_exception_line(failed[0][1]))
         if error is None and len({w["node_rank"] for w in workers}) < nlaunch:
             error = "launch exited 0 but some machine rank produced no worker output"
 
@@ -440,7 +458,7 @@ def _run_case(case, cfg_abs, venv, timeout, keep_logs, made_by, physical_cores, 
                      "appended the environment it exports to remote nodes to <cwd>/.deepspeed_env, "
                      "recorded in deepspeed_env_file (every launch appends to the same file).")
     if error is not None and mpirun:
-        fb, fb_err = run_fallback(venv, launch_argvs[0], cwd, base_env, outdirs[0], norm, base_env)
+        fb, fb_err = run_fallback(venv, launch_argvs[0], cwd, base_env, norm, base_env)
         if fb is not None:
             golden["method"] = "prepare_simple_launcher_cmd_env"
             golden["cmd"] = fb["cmd"]

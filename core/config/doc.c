@@ -63,6 +63,46 @@ static struct accel_mark mark_of(const struct loader *ld, yaml_mark_t m)
     return mk;
 }
 
+/* The scalar tags a config may carry; PyYAML's other tags build types a config
+ * never needs (sets, bytes, dates) or are refused by safe_load itself. */
+static const char *const core_tags[] = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
+                                        "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null"};
+
+/* Implicit resolution, as PyYAML does for an untagged plain scalar or any
+ * scalar tagged "!".  `=` and `<<` resolve to the value and merge tags, which
+ * safe_load has no constructor for (merge keys are refused in
+ * build_mapping). */
+static enum accel_err resolve_implicit(struct loader *ld, const yaml_event_t *ev,
+                                       struct accel_val *out)
+{
+    const char *text = (const char *)ev->data.scalar.value;
+    size_t len = ev->data.scalar.length;
+
+    if ((len == 1 && text[0] == '=') || (len == 2 && memcmp(text, "<<", 2) == 0))
+        return located(ld, ACCEL_EPARSE, ev->start_mark, NULL,
+                       "PyYAML cannot load a plain %.*s; quote it", (int)len, text);
+    return accel_scalar_resolve(text, len, out);
+}
+
+/* !!float on text that resolves to an int: PyYAML calls float() on the text,
+ * so 010 is 10.0 (not 8.0), 1:30 is 90.0 and 0x10 is an error.  Appending a
+ * dot gives text of the float pattern with exactly that meaning, and leaves
+ * hex and binary text a string. */
+static enum accel_err int_text_as_float(const char *text, size_t len, struct accel_val *out)
+{
+    char *tmp = accel_malloc(len + 2);
+    enum accel_err rc;
+
+    if (tmp == NULL)
+        return ACCEL_ENOMEM;
+    memcpy(tmp, text, len);
+    tmp[len] = '.';
+    tmp[len + 1] = '\0';
+    rc = accel_scalar_resolve(tmp, len + 1, out);
+    accel_free(tmp);
+    return rc;
+}
+
 /* Builds a scalar honouring quoting and the core schema tags. */
 static enum accel_err build_scalar(struct loader *ld, const yaml_event_t *ev, struct accel_val *out)
 {
@@ -77,27 +117,21 @@ static enum accel_err build_scalar(struct loader *ld, const yaml_event_t *ev, st
                        "a scalar is longer than %d bytes; shorten it", ACCEL_MAX_SCALAR);
     out->mark = mark_of(ld, ev->start_mark);
     if (tag != NULL && strcmp(tag, "!") != 0) {
-        static const char *const core[] = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
-                                           "tag:yaml.org,2002:bool", "tag:yaml.org,2002:null"};
         if (strcmp(tag, "tag:yaml.org,2002:str") == 0)
             goto string;
-        for (size_t i = 0; i < sizeof(core) / sizeof(core[0]); i++) {
-            if (strcmp(tag, core[i]) != 0)
+        for (size_t i = 0; i < sizeof(core_tags) / sizeof(core_tags[0]); i++) {
+            if (strcmp(tag, core_tags[i]) != 0)
                 continue;
             rc = accel_scalar_resolve(text, len, out);
+            if (rc == ACCEL_OK && i == 1 && out->type == ACCEL_V_INT)
+                rc = int_text_as_float(text, len, out);
             if (rc != ACCEL_OK)
                 return rc;
-            if ((i == 0 && out->type != ACCEL_V_INT) ||
-                (i == 1 && out->type != ACCEL_V_FLOAT && out->type != ACCEL_V_INT) ||
+            if ((i == 0 && out->type != ACCEL_V_INT) || (i == 1 && out->type != ACCEL_V_FLOAT) ||
                 (i == 2 && out->type != ACCEL_V_BOOL) || (i == 3 && out->type != ACCEL_V_NULL)) {
                 accel_val_free(out);
                 return located(ld, ACCEL_EPARSE, ev->start_mark, NULL,
                                "the value does not match its tag %s", tag);
-            }
-            if (i == 1 && out->type == ACCEL_V_INT) {
-                double f = (double)out->u.i;
-                out->type = ACCEL_V_FLOAT;
-                out->u.f = f;
             }
             out->mark = mark_of(ld, ev->start_mark);
             return ACCEL_OK;
@@ -105,8 +139,10 @@ static enum accel_err build_scalar(struct loader *ld, const yaml_event_t *ev, st
         return located(ld, ACCEL_EPARSE, ev->start_mark, NULL,
                        "unsupported YAML tag %s; remove the tag", tag);
     }
-    if (plain && tag == NULL) {
-        rc = accel_scalar_resolve(text, len, out);
+    /* PyYAML resolves an untagged plain scalar, and any scalar tagged with
+     * the non-specific "!", by its text: ! '12' is the int 12. */
+    if (plain || tag != NULL) {
+        rc = resolve_implicit(ld, ev, out);
         out->mark = mark_of(ld, ev->start_mark);
         return rc;
     }
@@ -119,6 +155,22 @@ string:
         return ACCEL_ENOMEM;
     }
     return ACCEL_OK;
+}
+
+/* A collection's tag must be absent, "!" or the core tag of its kind
+ * (!!seq, !!map); PyYAML's !!set, !!omap and !!pairs build sets and tuples,
+ * and every other tag fails in safe_load. */
+static enum accel_err check_collection_tag(struct loader *ld, const yaml_event_t *ev)
+{
+    bool seq = ev->type == YAML_SEQUENCE_START_EVENT;
+    const char *tag = (const char *)(seq ? ev->data.sequence_start.tag : ev->data.mapping_start.tag);
+
+    if (tag == NULL || strcmp(tag, "!") == 0 ||
+        strcmp(tag, seq ? "tag:yaml.org,2002:seq" : "tag:yaml.org,2002:map") == 0)
+        return ACCEL_OK;
+    return located(ld, ACCEL_EPARSE, ev->start_mark, NULL,
+                   "unsupported YAML tag %s on a %s; remove the tag", tag,
+                   seq ? "list" : "mapping");
 }
 
 static enum accel_err build_node(struct loader *ld, yaml_event_t *ev, int depth,
@@ -170,6 +222,17 @@ static enum accel_err build_sequence(struct loader *ld, int depth, struct accel_
     }
 }
 
+/* Keys keep their text, so a key may carry "!", !!str or a core scalar tag. */
+static bool key_tag_ok(const char *tag)
+{
+    if (strcmp(tag, "!") == 0 || strcmp(tag, "tag:yaml.org,2002:str") == 0)
+        return true;
+    for (size_t i = 0; i < sizeof(core_tags) / sizeof(core_tags[0]); i++)
+        if (strcmp(tag, core_tags[i]) == 0)
+            return true;
+    return false;
+}
+
 static enum accel_err build_mapping(struct loader *ld, int depth, struct accel_val *out)
 {
     size_t cap = 0;
@@ -201,6 +264,22 @@ static enum accel_err build_mapping(struct loader *ld, int depth, struct accel_v
         if (kev.data.scalar.anchor != NULL) {
             rc = located(ld, ACCEL_EPARSE, kev.start_mark, NULL, "%s",
                          "YAML anchors are not supported; remove the &anchor");
+            yaml_event_delete(&kev);
+            return rc;
+        }
+        if (kev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE && kev.data.scalar.tag == NULL &&
+            kev.data.scalar.length == 2 && memcmp(kev.data.scalar.value, "<<", 2) == 0) {
+            /* PyYAML merges the value into this mapping; accelerate configs
+             * never need that, so say so rather than keep a key "<<". */
+            rc = located(ld, ACCEL_EPARSE, kev.start_mark, NULL, "%s",
+                         "YAML merge keys (<<) are not supported; write the keys out");
+            yaml_event_delete(&kev);
+            return rc;
+        }
+        if (kev.data.scalar.tag != NULL && !key_tag_ok((const char *)kev.data.scalar.tag)) {
+            rc = located(ld, ACCEL_EPARSE, kev.start_mark, NULL,
+                         "unsupported YAML tag %s on a key; remove the tag",
+                         (const char *)kev.data.scalar.tag);
             yaml_event_delete(&kev);
             return rc;
         }
@@ -270,6 +349,8 @@ static enum accel_err build_node(struct loader *ld, yaml_event_t *ev, int depth,
         if (depth >= ACCEL_MAX_DEPTH)
             return located(ld, ACCEL_ETOOBIG, ev->start_mark, NULL,
                            "nesting is deeper than %d levels", ACCEL_MAX_DEPTH);
+        if (check_collection_tag(ld, ev) != ACCEL_OK)
+            return ACCEL_EPARSE;
         out->mark = mark_of(ld, ev->start_mark);
         {
             enum accel_err rc = ev->type == YAML_SEQUENCE_START_EVENT

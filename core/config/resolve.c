@@ -68,6 +68,7 @@ static const struct arg_default arg_defaults[] = {
     {"fsdp_cpu_ram_efficient_loading", 's', "true"},
     {"fsdp_sync_module_states", 's', "true"},
     {"fsdp_activation_checkpointing", 's', "false"},
+    {"fsdp_activation_checkpointing_offload", 's', "false"},
     {"megatron_lm_tp_degree", 'i', "1"},
     {"megatron_lm_use_custom_fsdp", 'b', "False"},
     {"megatron_lm_no_load_optim", 'b', "False"},

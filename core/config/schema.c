@@ -62,6 +62,7 @@ static const struct key_spec fsdp_keys[] = {
     {"fsdp_cpu_ram_efficient_loading", KT_BOOL, NULL, KF_NULL},
     {"fsdp_sync_module_states", KT_BOOL, NULL, KF_NULL},
     {"fsdp_activation_checkpointing", KT_BOOL, NULL, KF_NULL},
+    {"fsdp_activation_checkpointing_offload", KT_BOOL, NULL, KF_NULL, V(1, 15, 0)},
     {"fsdp_ignored_modules", KT_STR, NULL, KF_NULL, V(1, 10, 0)},
     {"fsdp_backward_prefetch_policy", KT_ANY, NULL, KF_NULL, 0, V(1, 0, 0),
      "fsdp_backward_prefetch"},

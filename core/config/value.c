@@ -124,6 +124,16 @@ static bool numeric(const struct accel_val *v, double *out)
     return false;
 }
 
+/* Python compares an int with a float exactly, not after rounding the int to
+ * a double: 2**53 + 1 != 2.0**53. */
+static bool int_equals_float(long long i, double f)
+{
+    /* [-2^63, 2^63) as doubles; outside it (and for inf, nan) no int64 is equal. */
+    if (!(f >= -9223372036854775808.0 && f < 9223372036854775808.0) || f != trunc(f))
+        return false;
+    return (long long)f == i;
+}
+
 bool accel_val_equal(const struct accel_val *a, const struct accel_val *b)
 {
     double x, y;
@@ -131,6 +141,10 @@ bool accel_val_equal(const struct accel_val *a, const struct accel_val *b)
     if (numeric(a, &x) && numeric(b, &y)) {
         if (a->type == ACCEL_V_INT && b->type == ACCEL_V_INT)
             return a->u.i == b->u.i;
+        if (a->type == ACCEL_V_INT && b->type == ACCEL_V_FLOAT)
+            return int_equals_float(a->u.i, b->u.f);
+        if (a->type == ACCEL_V_FLOAT && b->type == ACCEL_V_INT)
+            return int_equals_float(b->u.i, a->u.f);
         return x == y;
     }
     if (a->type != b->type)
@@ -192,13 +206,81 @@ const char *accel_vtype_name(enum accel_vtype t)
     return "value";
 }
 
+/* The p-digit decimal m * 10^(e - p + 1) as text that strtod reads back. */
+static double decimal_value(unsigned long long m, int p, int e, char *tmp, size_t tmpsz)
+{
+    snprintf(tmp, tmpsz, "%llue%d", m, e - p + 1);
+    return strtod(tmp, NULL);
+}
+
+/* The shortest decimal digits that read back as x (finite, > 0), and the
+ * decimal exponent of the first digit, as CPython's repr (David Gay's
+ * shortest mode) chooses them: the fewest digits, and of two candidates with
+ * that many digits the closer one.  The nearest p-digit decimal can miss
+ * while the one on the other side of x hits, because the rounding interval of
+ * a power of two is twice as wide above it as below. */
+static void shortest_digits(double x, char digits[20], int *exp10)
+{
+    char tmp[64];
+    unsigned long long m = 0, lo, hi;
+    int e = 0, p;
+
+    for (p = 1; p <= 17; p++) {
+        const char *q;
+        double back;
+
+        /* tmp is d[.ddd]e[+-]XX: the nearest p-digit decimal. */
+        snprintf(tmp, sizeof(tmp), "%.*e", p - 1, x);
+        m = 0;
+        for (q = tmp; *q != 'e'; q++)
+            if (*q != '.')
+                m = m * 10 + (unsigned long long)(*q - '0');
+        e = atoi(q + 1);
+        back = strtod(tmp, NULL);
+        if (back == x)
+            break;
+        lo = 1;
+        for (int i = 1; i < p; i++)
+            lo *= 10;
+        hi = lo * 10 - 1;
+        if (back < x) {
+            unsigned long long n = m + 1;
+            int ne = e;
+            if (n > hi) {
+                n = lo;
+                ne++;
+            }
+            if (decimal_value(n, p, ne, tmp, sizeof(tmp)) == x) {
+                m = n;
+                e = ne;
+                break;
+            }
+        } else {
+            unsigned long long n = m - 1;
+            int ne = e;
+            if (n < lo) {
+                n = hi;
+                ne--;
+            }
+            if (decimal_value(n, p, ne, tmp, sizeof(tmp)) == x) {
+                m = n;
+                e = ne;
+                break;
+            }
+        }
+    }
+    snprintf(digits, 20, "%llu", m);
+    for (size_t n = strlen(digits); n > 1 && digits[n - 1] == '0'; n--)
+        digits[n - 1] = '\0';
+    *exp10 = e;
+}
+
 /* CPython's float repr: the shortest digits that round-trip, in fixed
  * notation when the decimal exponent is in [-4, 16), else d.ddde+XX. */
 static enum accel_err py_float(double x, struct accel_buf *out)
 {
-    char tmp[64], digits[32];
-    int prec, exp10, ndig = 0, decpt;
-    const char *p;
+    char digits[20];
+    int exp10, ndig, decpt;
     enum accel_err rc;
 
     if (isnan(x))
@@ -207,26 +289,14 @@ static enum accel_err py_float(double x, struct accel_buf *out)
         return accel_buf_puts(out, x < 0 ? "-inf" : "inf");
     if (x == 0)
         return accel_buf_puts(out, signbit(x) ? "-0.0" : "0.0");
-    for (prec = 1; prec <= 17; prec++) {
-        snprintf(tmp, sizeof(tmp), "%.*e", prec - 1, x);
-        if (strtod(tmp, NULL) == x)
-            break;
-    }
-    /* tmp is [-]d[.ddd]e[+-]XX */
-    p = tmp;
-    if (*p == '-') {
+    if (x < 0) {
         rc = accel_buf_puts(out, "-");
         if (rc != ACCEL_OK)
             return rc;
-        p++;
+        x = -x;
     }
-    for (; *p && *p != 'e'; p++)
-        if (*p != '.')
-            digits[ndig++] = *p;
-    while (ndig > 1 && digits[ndig - 1] == '0')
-        ndig--;
-    digits[ndig] = '\0';
-    exp10 = atoi(p + 1);
+    shortest_digits(x, digits, &exp10);
+    ndig = (int)strlen(digits);
     decpt = exp10 + 1;
     if (decpt > -4 && decpt <= 16) {
         rc = ACCEL_OK;
@@ -251,12 +321,78 @@ static enum accel_err py_float(double x, struct accel_buf *out)
     return rc;
 }
 
+/* Code points above U+007F that Python's str.isprintable() rejects and repr()
+ * therefore escapes: the categories Cc, Cf, Zs, Zl, Zp and Co (Unicode 14,
+ * CPython 3.11).  Of the unassigned code points (Cn) only the noncharacters
+ * are escaped: which others are unassigned depends on the Python that runs
+ * accelerate. */
+static const struct {
+    unsigned lo, hi;
+} nonprintable[] = {
+    {0x80, 0xa0},       {0xad, 0xad},       {0x600, 0x605},     {0x61c, 0x61c},
+    {0x6dd, 0x6dd},     {0x70f, 0x70f},     {0x890, 0x891},     {0x8e2, 0x8e2},
+    {0x1680, 0x1680},   {0x180e, 0x180e},   {0x2000, 0x200f},   {0x2028, 0x202f},
+    {0x205f, 0x2064},   {0x2066, 0x206f},   {0x3000, 0x3000},   {0xe000, 0xf8ff},
+    {0xfeff, 0xfeff},   {0xfff9, 0xfffb},   {0x110bd, 0x110bd}, {0x110cd, 0x110cd},
+    {0x13430, 0x13438}, {0x1bca0, 0x1bca3}, {0x1d173, 0x1d17a}, {0xe0001, 0xe0001},
+    {0xe0020, 0xe007f}, {0xf0000, 0xffffd}, {0x100000, 0x10fffd},
+};
+
+static bool is_nonprintable(unsigned cp)
+{
+    /* Noncharacters are unassigned in every Unicode version. */
+    if ((cp & 0xfffe) == 0xfffe || (cp >= 0xfdd0 && cp <= 0xfdef))
+        return true;
+    for (size_t i = 0; i < sizeof(nonprintable) / sizeof(nonprintable[0]); i++)
+        if (cp >= nonprintable[i].lo && cp <= nonprintable[i].hi)
+            return true;
+    return false;
+}
+
+/* Decodes one UTF-8 sequence at p (at least one byte before the NUL); returns
+ * its length and the code point, or 0 when it is not well formed (libyaml
+ * only hands out valid UTF-8, so that is a value built by other code). */
+static size_t utf8_decode(const unsigned char *p, unsigned *cp)
+{
+    size_t n;
+    unsigned c = p[0];
+
+    if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        c &= 0x07;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        c &= 0x0f;
+    } else if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+        c &= 0x1f;
+    } else {
+        return 0;
+    }
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        c = (c << 6) | (p[i] & 0x3f);
+    }
+    if ((n == 3 && c < 0x800) || (n == 4 && (c < 0x10000 || c > 0x10ffff)) ||
+        (c >= 0xd800 && c <= 0xdfff))
+        return 0;
+    *cp = c;
+    return n;
+}
+
+/* Python's repr() of a str: single quotes unless the text has a ' and no ",
+ * backslash escapes for the quote, \\, \n, \r, \t, and \xHH / \uHHHH /
+ * \UHHHHHHHH for characters that are not printable. */
 static enum accel_err py_repr_str(const char *s, struct accel_buf *out)
 {
     char q = (strchr(s, '\'') != NULL && strchr(s, '"') == NULL) ? '"' : '\'';
     enum accel_err rc = accel_buf_add(out, &q, 1);
 
     for (const unsigned char *p = (const unsigned char *)s; rc == ACCEL_OK && *p; p++) {
+        unsigned cp;
+        size_t n;
+
         if (*p == '\\' || *p == (unsigned char)q)
             rc = accel_buf_printf(out, "\\%c", *p);
         else if (*p == '\n')
@@ -267,8 +403,19 @@ static enum accel_err py_repr_str(const char *s, struct accel_buf *out)
             rc = accel_buf_puts(out, "\\t");
         else if (*p < 0x20 || *p == 0x7f)
             rc = accel_buf_printf(out, "\\x%02x", *p);
-        else
+        else if (*p < 0x80 || (n = utf8_decode(p, &cp)) == 0)
             rc = accel_buf_add(out, (const char *)p, 1);
+        else {
+            if (!is_nonprintable(cp))
+                rc = accel_buf_add(out, (const char *)p, n);
+            else if (cp < 0x100)
+                rc = accel_buf_printf(out, "\\x%02x", cp);
+            else if (cp < 0x10000)
+                rc = accel_buf_printf(out, "\\u%04x", cp);
+            else
+                rc = accel_buf_printf(out, "\\U%08x", cp);
+            p += n - 1;
+        }
     }
     if (rc == ACCEL_OK)
         rc = accel_buf_add(out, &q, 1);

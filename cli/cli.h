@@ -1,0 +1,37 @@
+/*
+ * cli.h: the `accelrun` command's subcommands and their shared helpers.
+ * Each subcommand lives in its own file and returns the process exit code.
+ */
+#ifndef ACCELRUN_CLI_H
+#define ACCELRUN_CLI_H
+
+#include "accel/config.h"
+#include "accel/diag.h"
+#include "accel/site.h"
+
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_FINDINGS 1 /* the config has errors */
+#define CLI_EXIT_USAGE 2    /* bad command line, unreadable file */
+
+int cli_check(int argc, char **argv);
+int cli_env(int argc, char **argv);
+
+/* Prints findings as "file:line:col: severity: key: message" lines. */
+void cli_print_diags(const struct accel_diags *d, FILE *out);
+
+/* Prints findings as {"findings":[...]} (cJSON). */
+int cli_print_diags_json(const struct accel_diags *d, FILE *out);
+
+/* Parses an unsigned decimal option value within [lo, hi]; prints the error
+ * naming the option and returns false when it is not one. */
+bool cli_parse_uint(const char *opt, const char *text, unsigned long lo, unsigned long hi,
+                    unsigned long *out);
+
+/* Loads --site FILE (if given) for `version`; prints findings on failure. */
+bool cli_load_site(const char *path, unsigned version, struct accel_site *site, bool json);
+
+/* The usage text of a subcommand, also printed by --help. */
+extern const char cli_check_usage[];
+extern const char cli_env_usage[];
+
+#endif

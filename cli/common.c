@@ -1,0 +1,94 @@
+/*
+ * common.c: helpers the subcommands share: printing findings as text or
+ * JSON, parsing numbers strictly, loading the site file.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli.h"
+
+void cli_print_diags(const struct accel_diags *d, FILE *out)
+{
+    char line[2048];
+
+    for (size_t i = 0; i < d->n; i++) {
+        accel_diag_format(&d->v[i], line, sizeof(line));
+        fprintf(out, "%s\n", line);
+    }
+    if (d->n < d->errors + d->warnings)
+        fprintf(out, "accelrun: %zu more findings not shown\n", d->errors + d->warnings - d->n);
+}
+
+int cli_print_diags_json(const struct accel_diags *d, FILE *out)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON *arr = cJSON_AddArrayToObject(root, "findings");
+    char *text;
+
+    if (root == NULL || arr == NULL) {
+        cJSON_Delete(root);
+        return -1;
+    }
+    for (size_t i = 0; i < d->n; i++) {
+        const struct accel_diag *g = &d->v[i];
+        cJSON *o = cJSON_CreateObject();
+        if (o == NULL)
+            break;
+        cJSON_AddStringToObject(o, "severity", accel_sev_name(g->sev));
+        cJSON_AddStringToObject(o, "file", g->file);
+        cJSON_AddNumberToObject(o, "line", g->line);
+        cJSON_AddNumberToObject(o, "column", g->col);
+        cJSON_AddStringToObject(o, "key", g->key);
+        cJSON_AddStringToObject(o, "message", g->msg);
+        cJSON_AddItemToArray(arr, o);
+    }
+    cJSON_AddNumberToObject(root, "errors", (double)d->errors);
+    cJSON_AddNumberToObject(root, "warnings", (double)d->warnings);
+    text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (text == NULL)
+        return -1;
+    fprintf(out, "%s\n", text);
+    cJSON_free(text);
+    return 0;
+}
+
+bool cli_parse_uint(const char *opt, const char *text, unsigned long lo, unsigned long hi,
+                    unsigned long *out)
+{
+    char *end;
+    unsigned long v;
+
+    errno = 0;
+    v = strtoul(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || text[0] == '-' || v < lo || v > hi) {
+        fprintf(stderr, "accelrun: %s: '%s' is not a number from %lu to %lu\n", opt, text, lo, hi);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_load_site(const char *path, unsigned version, struct accel_site *site, bool json)
+{
+    struct accel_diags d;
+    struct accel_error err;
+    bool ok;
+
+    accel_site_init(site);
+    if (path == NULL)
+        return true;
+    accel_diags_init(&d);
+    accel_error_clear(&err);
+    ok = accel_site_load(site, path, version, &d, &err) == ACCEL_OK;
+    if (!ok) {
+        if (json)
+            cli_print_diags_json(&d, stdout);
+        else
+            cli_print_diags(&d, stderr);
+    }
+    accel_diags_free(&d);
+    return ok;
+}

@@ -1,0 +1,20 @@
+/*
+ * accel/plan.h: the placement of one node's ranks, as plain data.  The
+ * topology component fills it (GPU, NIC and CPU choices per local rank);
+ * core/env only copies it into variables, so env_build stays pure.
+ */
+#ifndef ACCEL_PLAN_H
+#define ACCEL_PLAN_H
+
+struct accel_rank_plan {
+    char cuda_visible_devices[64]; /* "" = leave as the scheduler set it */
+    char nccl_ib_hca[128];         /* "" = not set */
+    char nccl_socket_ifname[64];   /* "" = not set */
+};
+
+struct accel_plan {
+    unsigned nranks;                     /* local ranks covered */
+    const struct accel_rank_plan *ranks; /* [nranks], not owned */
+};
+
+#endif
