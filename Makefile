@@ -53,7 +53,7 @@ YAML_LIBS   := $(shell pkg-config --libs yaml-0.1 2>/dev/null || echo -lyaml)
 CJSON_CFLAGS := $(shell pkg-config --cflags libcjson 2>/dev/null)
 CJSON_LIBS   := $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson)
 
-INCLUDES := -Icore/include
+INCLUDES := -Icore/include -Itests/harness
 override CFLAGS := -std=gnu11 -fPIC $(OPT) $(HARDEN) $(WARN) $(INCLUDES) $(YAML_CFLAGS) \
                    $(CJSON_CFLAGS) -MMD -MP $(CFLAGS)
 override LDFLAGS := $(if $(SANITIZER),-fsanitize=$(SANITIZER)) -Wl,-z,relro -Wl,-z,now \

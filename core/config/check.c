@@ -193,7 +193,7 @@ static void check_value(struct walk *w, const struct key_spec *k, const struct a
                            v->quoted ? "; remove the quotes" : "");
             return;
         }
-        if (k->min <= k->max && (v->u.i < k->min || v->u.i > k->max))
+        if (k->min < k->max && (v->u.i < k->min || v->u.i > k->max))
             accel_diag_add(w->d, ACCEL_SEV_ERROR, &v->mark, path,
                            "%lld is out of range; use a value from %ld to %ld", v->u.i, k->min,
                            k->max);

@@ -11,6 +11,7 @@
  * the case fails, so one run shows the whole picture.
  */
 #include <limits.h>
+#include <sys/stat.h>
 
 #include "accel/alloc.h"
 #include "accel/buf.h"
@@ -272,12 +273,39 @@ static bool check_doc(const struct row *r, void *ctx)
     return ok;
 }
 
+/* A whole corpus config: str() of the document, key order and all. */
+static bool check_file(const struct row *r, void *ctx)
+{
+    struct accel_doc doc;
+    struct accel_error err;
+    char path[4096];
+    enum accel_err rc;
+    bool ok;
+
+    (void)ctx;
+    if (strcmp(r->section, "file") != 0)
+        return true;
+    if (snprintf(path, sizeof(path), "%s/%s", test_corpus_dir(), r->input) >= (int)sizeof(path))
+        test_fail(__FILE__, __LINE__, "corpus path too long");
+    accel_error_clear(&err);
+    rc = accel_doc_load(&doc, path, NULL, NULL, &err);
+    if (rc != ACCEL_OK) {
+        test_note("%s:%u: %s: %s", TSV_PATH, r->lineno, path, err.msg);
+        return false;
+    }
+    ok = check_value(r, &doc.root, "file");
+    accel_doc_free(&doc);
+    return ok;
+}
+
 static bool count_row(const struct row *r, void *ctx)
 {
     size_t *counts = ctx;
 
     if (strcmp(r->section, "doc") == 0)
         counts[1]++;
+    else if (strcmp(r->section, "file") == 0)
+        counts[3]++;
     else
         counts[0]++;
     if (r->note[0] != '\0')
@@ -287,11 +315,11 @@ static bool count_row(const struct row *r, void *ctx)
 
 TEST(table_is_complete)
 {
-    size_t counts[3] = {0, 0, 0}, failed;
+    size_t counts[4] = {0, 0, 0, 0}, failed;
     size_t rows = for_each_row(count_row, counts, &failed);
 
-    test_note("%zu rows: %zu plain scalars, %zu documents, %zu with a note", rows, counts[0],
-              counts[1], counts[2]);
+    test_note("%zu rows: %zu plain scalars, %zu documents, %zu corpus files, %zu with a note",
+              rows, counts[0], counts[1], counts[3], counts[2]);
     ASSERT(counts[0] >= 250);
     ASSERT(counts[1] >= 50);
     /* Most rows must be exact matches, not notes. */
@@ -316,6 +344,20 @@ TEST(documents_match_pyyaml)
     ASSERT(rows > 0);
     if (failed != 0)
         test_fail(__FILE__, __LINE__, "%zu rows differ from PyYAML", failed);
+}
+
+TEST(corpus_files_match_pyyaml)
+{
+    char dir[4096];
+    size_t failed;
+    struct stat st;
+
+    snprintf(dir, sizeof(dir), "%s/accelerate-configs", test_corpus_dir());
+    if (stat(dir, &st) != 0)
+        SKIP("the shared corpus is not there (set ACCEL_SHARED)");
+    ASSERT(for_each_row(check_file, NULL, &failed) > 0);
+    if (failed != 0)
+        test_fail(__FILE__, __LINE__, "%zu corpus files differ from PyYAML", failed);
 }
 
 /* The resolver must not read past `len`: the text is not NUL-terminated. */
@@ -417,5 +459,6 @@ TEST(float_repr)
 }
 
 TEST_LIST(T(table_is_complete), T(plain_scalars_match_pyyaml), T(documents_match_pyyaml),
+          T(corpus_files_match_pyyaml),
           T(resolve_honours_length), T(resolve_nul_is_string), T(resolve_out_of_memory),
           T(float_repr))
