@@ -161,7 +161,11 @@ demo: deps all
 oracle:
 	$(Q)sh scripts/oracle.sh
 
-bench: all
+$(BUILD)/bench/env_build: $(BUILD)/obj/bench/env_build.o $(LIBA)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+bench: all $(BUILD)/bench/env_build
 	$(Q)sh bench/run.sh $(CLI)
 
 install: all

@@ -276,18 +276,24 @@ def read_workers(outdirs):
     return found
 
 
-def remove_torchelastic_dirs(records):
-    """Removes the /tmp/torchelastic_* log directories our workers were given.
+def torchelastic_dirs():
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), "torchelastic_*")))
 
-    torchrun makes one per launch with tempfile.mkdtemp() and never removes
-    it; the base environment has no TMPDIR, so it lands in the system temp
-    dir.  Only directories named in a worker's TORCHELASTIC_ERROR_FILE go.
+
+def remove_torchelastic_dirs(before):
+    """Removes the torchelastic_* log directories the case's launches left.
+
+    torchrun makes them with tempfile.mkdtemp() (two per launch, one of them
+    unused) and never removes them; the base environment has no TMPDIR, so
+    they land in the system temp dir, where the oracle cannot give them a
+    private parent.  Removed: directories that appeared during the case and
+    hold no regular file (workers that ran cleanly never write error.json),
+    so someone else's torchrun logs are left alone.
     """
-    for _, rec in records:
-        path = rec["environ"].get("TORCHELASTIC_ERROR_FILE", "")
-        m = re.match(r"^(.*/torchelastic_[a-z0-9_]{8})/", path)
-        if m and os.path.isdir(m.group(1)):
-            shutil.rmtree(m.group(1), ignore_errors=True)
+    for d in sorted(torchelastic_dirs() - before):
+        has_file = any(files for _, _, files in os.walk(d))
+        if not has_file:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def worker_entry(machine_rank, record, base_env, norm):
@@ -415,12 +421,13 @@ def _run_case(case, cfg_abs, venv, timeout, keep_logs, made_by, physical_cores, 
     shutil.rmtree(logdir, ignore_errors=True)
     os.makedirs(logdir)
 
+    te_before = torchelastic_dirs()
     t0 = time.monotonic()
     results, timed_out = run_launches(cmds, cwd, base_env, logdir, timeout)
     elapsed = time.monotonic() - t0
+    remove_torchelastic_dirs(te_before)
 
     records = read_workers(outdirs)
-    remove_torchelastic_dirs(records)
     workers = [worker_entry(r, rec, base_env, norm) for r, rec in records]
     workers.sort(key=lambda w: (w["node_rank"], w["local_rank"]))
 

@@ -402,6 +402,10 @@ enum accel_err accel_doc_parse(struct accel_doc *doc, const char *file, const ch
     enum accel_err rc;
 
     memset(doc, 0, sizeof(*doc));
+    if (data == NULL && len != 0)
+        return accel_error_set(err, ACCEL_EINVAL, "no data for %s", file);
+    if (data == NULL)
+        data = ""; /* libyaml asserts on a NULL input, even an empty one */
     if (len > ACCEL_MAX_CONFIG_BYTES) {
         accel_error_at(err, file, 0, 0, NULL);
         return accel_error_set(err, ACCEL_ETOOBIG, "%s is %zu bytes; the limit is %u bytes", file,
