@@ -120,7 +120,7 @@ $(BUILD)/tests/fuzz_%_replay: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/test
 
 # ---------------------------------------------------------------- tests
 deps:
-	$(Q)sh scripts/deps.sh all
+	$(Q)sh scripts/deps.sh test
 
 # The unit tests double as the golden tests (test_golden reads tests/golden/).
 unit: $(UNIT_BIN) $(CLI)
@@ -141,12 +141,15 @@ test: deps
 check: test
 
 # ---------------------------------------------------------------- fuzzing
+fuzz-deps:
+	$(Q)sh scripts/deps.sh fuzz
+
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined $(INCLUDES) $(YAML_CFLAGS)
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_SRC)
 	@mkdir -p $(dir $@)
 	$(Q)clang $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LIBS)
 
-fuzz: deps $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+fuzz: $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 	$(Q)for t in $(FUZZ_SRC:tests/fuzz/%.c=%); do \
 	    mkdir -p $(BUILD)/fuzz/corpus-$$t; \
 	    $(BUILD)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 \
@@ -159,6 +162,7 @@ demo: deps all
 	$(Q)sh scripts/demo.sh $(CLI)
 
 oracle:
+	$(Q)sh scripts/deps.sh oracle
 	$(Q)sh scripts/oracle.sh
 
 $(BUILD)/bench/env_build: $(BUILD)/obj/bench/env_build.o $(LIBA)

@@ -4,16 +4,22 @@
 # Python packages system-wide: the oracle and the Python interop tests make
 # their own virtual environments (scripts/oracle.sh).
 #
-# usage: scripts/deps.sh [build|test|all]   (default: all)
+# usage: scripts/deps.sh [build|test|fuzz|oracle|all]   (default: test)
+#   build, test: compile and run `make test`
+#   fuzz:        clang and its libFuzzer runtime for `make fuzz`
+#   oracle:      python3-venv for `make oracle` (which then uses PyPI)
 set -eu
 
 build_pkgs="make gcc pkg-config libyaml-dev libcjson-dev"
-test_pkgs="clang libclang-rt-14-dev python3 python3-venv hyperfine"
+fuzz_pkgs="clang libclang-rt-14-dev"
+oracle_pkgs="python3 python3-venv python3-pip"
 
-case "${1:-all}" in
-    build) want="$build_pkgs" ;;
-    test|all) want="$build_pkgs $test_pkgs" ;;
-    *) echo "usage: $0 [build|test|all]" >&2; exit 2 ;;
+case "${1:-test}" in
+    build|test) want="$build_pkgs" ;;
+    fuzz) want="$build_pkgs $fuzz_pkgs" ;;
+    oracle) want="$oracle_pkgs" ;;
+    all) want="$build_pkgs $fuzz_pkgs $oracle_pkgs" ;;
+    *) echo "usage: $0 [build|test|fuzz|oracle|all]" >&2; exit 2 ;;
 esac
 
 missing=""

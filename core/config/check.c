@@ -267,6 +267,9 @@ static void check_key(struct walk *w, const struct section *s, const struct acce
         }
     }
     k = schema_find(s, canon);
+    if (k != NULL && strcmp(canon, p->key) != 0)
+        accel_diag_add(w->d, ACCEL_SEV_NOTE, &p->mark, path,
+                       "read as %s (accelerate adds the %s prefix)", canon, s->prefix);
     if (k == NULL) {
         config__suggest(canon, s->name, suggest, sizeof(suggest));
         if (suggest[0] == '\0' && strcmp(canon, p->key) != 0)

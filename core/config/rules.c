@@ -485,4 +485,12 @@ void config__check_rules(const struct accel_val *root, const struct accel_cfg_op
                        "accelerate's N-D parallelism needs distributed_type FSDP with "
                        "fsdp_version: 2");
     check_shadowed(&r);
+    {
+        const struct accel_pair *hf = nested(&r, "mpirun_config", "mpirun_hostfile");
+        if (hf != NULL && hf->val.type == ACCEL_V_STR)
+            accel_diag_add(d, ACCEL_SEV_NOTE, &hf->val.mark, "mpirun_config.mpirun_hostfile",
+                           "accelerate launch wraps the script in mpirun with this hostfile; under "
+                           "accelrun the scheduler starts every process and the hostfile is not "
+                           "read");
+    }
 }

@@ -249,6 +249,11 @@ void env__accelerate_vars(struct envlist *l, const struct accel_cfg *cfg, const 
         envlist_setf(l, "OMP_NUM_THREADS", "%u", w->omp_threads);
         break;
     case ACCEL_LAUNCH_TORCHRUN:
+        /* accelerate exports nothing for use_cpu on this path, so since 1.13
+         * such a job silently runs without the CPU flag; accelrun follows the
+         * YAML (docs/differences.md). */
+        if (cfg->use_cpu)
+            envlist_set(l, "ACCELERATE_USE_CPU", "true");
         dynamo_vars(l, cfg);
         if (cfg->dist == ACCEL_DIST_FSDP)
             fsdp_vars(l, cfg);
@@ -258,6 +263,8 @@ void env__accelerate_vars(struct envlist *l, const struct accel_cfg *cfg, const 
         parallelism_vars(l, cfg);
         break;
     case ACCEL_LAUNCH_DEEPSPEED:
+        if (cfg->use_cpu)
+            envlist_set(l, "ACCELERATE_USE_CPU", "true");
         deepspeed_vars(l, cfg);
         /* accelerate sets no OMP_NUM_THREADS here; torchrun sets 1 when it
          * starts more than one worker and the variable is unset. */

@@ -45,6 +45,9 @@ static const struct {
      "enable_cpu_affinity: true in the YAML (accelerate launch only honours the CLI flag)"},
     {"fsdp1__wizard_reshard_strategy", "FSDP_SHARDING_STRATEGY", "SHARD_GRAD_OP",
      "FSDP1 strategy written as fsdp_reshard_after_forward (accelerate exports FULL_SHARD)"},
+    {"multi_gpu__use_cpu_one_proc", "ACCELERATE_USE_CPU", "true",
+     "use_cpu: true on the torchrun path (accelerate exports nothing, so the job loses the CPU "
+     "flag that accelerate >= 1.13 requires)"},
     /* gpu_ids: accelerate names the variable after the devices of the host
      * that runs the launcher (this oracle host has none, so CUDA's); accelrun
      * names it after the config's device type. */
