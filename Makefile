@@ -82,11 +82,39 @@ LIBA  := $(BUILD)/lib/libaccelrun.a
 LIBSO := $(BUILD)/lib/libaccelrun.so
 CLI   := $(BUILD)/bin/accelrun
 
-.PHONY: all test unit golden fuzz-replay demo install uninstall fuzz oracle bench clean deps \
+# ---------------------------------------------------------------- SPANK plugin
+SPANK_H := $(wildcard /usr/include/slurm/spank.h)
+SPANK_SRC := $(wildcard spank/*.c)
+SPANK_OBJ := $(SPANK_SRC:%.c=$(BUILD)/obj/%.o)
+SPANK_SO := $(BUILD)/spank/accelrun.so
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+SLURM_PLUGINDIR ?= /usr/lib/$(MULTIARCH)/slurm-wlm
+
+.PHONY: spank test-slurm all test unit golden fuzz-replay demo install uninstall fuzz oracle bench clean deps \
         lint format-check check
 .DEFAULT_GOAL := all
 
-all: $(CLI) $(LIBA) $(LIBSO)
+all: $(CLI) $(LIBA) $(LIBSO) spank
+
+ifneq ($(SPANK_H),)
+spank: $(SPANK_SO)
+else
+spank:
+	@echo "  SKIP    spank/accelrun.so: no /usr/include/slurm/spank.h (apt-get install libslurm-dev)"
+endif
+
+# The plugin: library objects linked in, hidden visibility, only Slurm's
+# symbols exported; libslurm is never linked (slurmstepd provides slurm_*).
+$(BUILD)/obj/spank/%.o: spank/%.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) -fvisibility=hidden -c $< -o $@
+
+$(SPANK_SO): $(SPANK_OBJ) $(LIB_OBJ) spank/accelrun.lds
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -shared $(LDFLAGS) -Wl,--version-script=spank/accelrun.lds -o $@ $(SPANK_OBJ) \
+	    $(LIB_OBJ) $(LIBS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -137,6 +165,10 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory unit
 	$(Q)$(MAKE) --no-print-directory fuzz-replay
 	$(Q)sh tests/cli/run.sh $(CLI)
+	$(Q)$(MAKE) --no-print-directory test-slurm
+
+test-slurm: all
+	$(Q)sh tests/slurm/run.sh $(SPANK_SO) $(CLI)
 
 check: test
 
@@ -181,6 +213,9 @@ install: all
 	ln -sf libaccelrun.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libaccelrun.so.0
 	ln -sf libaccelrun.so.0 $(DESTDIR)$(PREFIX)/lib/libaccelrun.so
 	install -m 0644 core/include/accel/*.h $(DESTDIR)$(PREFIX)/include/accel/
+	if [ -f $(SPANK_SO) ]; then \
+	    install -d $(DESTDIR)$(SLURM_PLUGINDIR) && \
+	    install -m 0755 $(SPANK_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/accelrun.so; fi
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' scripts/accelrun.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/accelrun.pc
 

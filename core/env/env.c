@@ -11,7 +11,7 @@
 #include "env_int.h"
 
 static enum accel_err make_world(const struct accel_cfg *cfg, const struct accel_layout *lay,
-                                 struct world *w, struct accel_error *err)
+                                 bool job_wins, struct world *w, struct accel_error *err)
 {
     bool node_level = lay->local_rank < 0;
 
@@ -38,12 +38,12 @@ static enum accel_err make_world(const struct accel_cfg *cfg, const struct accel
     if (w->rank >= (long)w->world_size)
         return accel_error_set(err, ACCEL_ELAYOUT, "world size %u leaves no room for rank %ld",
                                w->world_size, w->rank);
-    if (cfg->num_processes > 0 && (unsigned long)cfg->num_processes != w->world_size)
+    if (!job_wins && cfg->num_processes > 0 && (unsigned long)cfg->num_processes != w->world_size)
         return accel_error_set(err, ACCEL_ELAYOUT,
                                "the config says num_processes: %ld, the job has %u processes; "
                                "make them equal or leave num_processes out",
                                cfg->num_processes, w->world_size);
-    if (accel_map_find(&cfg->tree, "num_machines") != NULL &&
+    if (!job_wins && accel_map_find(&cfg->tree, "num_machines") != NULL &&
         (unsigned long)cfg->num_machines != w->nnodes)
         return accel_error_set(err, ACCEL_ELAYOUT,
                                "the config says num_machines: %ld, the job has %u nodes; make them "
@@ -96,10 +96,9 @@ static void torchrun_vars(struct envlist *l, const struct world *w)
 /* The simple launcher: MASTER_* for multi-process runs, and the ranks that
  * mpirun would otherwise provide (accelerate reads RANK, WORLD_SIZE,
  * LOCAL_RANK and LOCAL_WORLD_SIZE first). */
-static void simple_vars(struct envlist *l, const struct accel_cfg *cfg, const struct world *w)
+static void simple_vars(struct envlist *l, const struct world *w)
 {
-    bool multi = w->world_size > 1 || w->nnodes > 1 || cfg->num_processes > 1 ||
-                 cfg->num_machines > 1;
+    bool multi = w->world_size > 1 || w->nnodes > 1;
 
     if (multi) {
         envlist_set(l, "MASTER_ADDR", w->master_addr);
@@ -175,14 +174,14 @@ enum accel_err accel_env_build(const struct accel_cfg *cfg, const struct accel_l
                                "%s configs are not launched by accelrun (accelerate hands them to %s)",
                                cfg->sagemaker ? "SageMaker" : cfg->dist_name,
                                cfg->sagemaker ? "AWS SageMaker" : "torch_xla");
-    rc = make_world(cfg, lay, &w, err);
+    rc = make_world(cfg, lay, opts != NULL && opts->job_wins, &w, err);
     if (rc != ACCEL_OK)
         return rc;
     env__accelerate_vars(&l, cfg, &w);
     if (w.local_rank < 0)
         node_level_vars(&l, &w);
     else if (cfg->launcher == ACCEL_LAUNCH_SIMPLE)
-        simple_vars(&l, cfg, &w);
+        simple_vars(&l, &w);
     else
         torchrun_vars(&l, &w);
     plan_vars(&l, opts ? opts->plan : NULL, w.local_rank);

@@ -17,6 +17,7 @@
 #ifndef ACCEL_ENV_H
 #define ACCEL_ENV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "accel/config.h"
@@ -47,6 +48,9 @@ struct accel_layout {
 struct accel_env_opts {
     const struct accel_plan *plan; /* NULL: no placement */
     const struct accel_site *site; /* NULL: no extra variables */
+    bool job_wins; /* the job's process and node counts override the config's
+                    * num_processes / num_machines instead of contradicting
+                    * them (site slurm_wins; the caller warns) */
 };
 
 struct accel_env {

@@ -1,0 +1,73 @@
+/*
+ * sched.c: Slurm host-list parsing (first host only) and the per-step port.
+ * The host-list grammar: comma-separated entries, each a prefix optionally
+ * followed by [ranges] and a suffix; ranges are "a", "a-b", comma
+ * separated.  Only the first entry and its first number are needed.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "accel/sched.h"
+
+enum accel_err accel_hostlist_first(const char *list, char *out, size_t size,
+                                    struct accel_error *err)
+{
+    const char *p = list;
+    size_t n = 0, len;
+
+    if (list == NULL || list[0] == '\0')
+        return accel_error_set(err, ACCEL_EINVAL, "empty host list");
+    len = strnlen(list, ACCEL_MAX_HOSTLIST + 1);
+    if (len > ACCEL_MAX_HOSTLIST)
+        return accel_error_set(err, ACCEL_ETOOBIG, "host list longer than %d bytes",
+                               ACCEL_MAX_HOSTLIST);
+    while (*p != '\0' && *p != ',') {
+        if (*p == '[') {
+            const char *q = p + 1;
+            size_t digits = 0;
+            while (isdigit((unsigned char)q[digits]))
+                digits++;
+            if (digits == 0)
+                return accel_error_set(err, ACCEL_EINVAL, "malformed host list '%.64s'", list);
+            if (n + digits >= size)
+                return accel_error_set(err, ACCEL_ETOOBIG, "host name too long in '%.64s'", list);
+            memcpy(out + n, q, digits);
+            n += digits;
+            /* skip to the closing bracket; the rest of the range is other hosts */
+            q += digits;
+            while (*q != '\0' && *q != ']')
+                q++;
+            if (*q != ']')
+                return accel_error_set(err, ACCEL_EINVAL, "unclosed '[' in host list '%.64s'",
+                                       list);
+            p = q + 1;
+            continue;
+        }
+        if (*p == ']' || isspace((unsigned char)*p))
+            return accel_error_set(err, ACCEL_EINVAL, "malformed host list '%.64s'", list);
+        if (n + 1 >= size)
+            return accel_error_set(err, ACCEL_ETOOBIG, "host name too long in '%.64s'", list);
+        out[n++] = *p++;
+    }
+    if (n == 0)
+        return accel_error_set(err, ACCEL_EINVAL, "host list '%.64s' starts with no host", list);
+    out[n] = '\0';
+    return ACCEL_OK;
+}
+
+unsigned accel_step_port(uint32_t job_id, uint32_t step_id, unsigned port_base,
+                         unsigned port_range)
+{
+    uint32_t h = 2166136261u; /* FNV-1a over the 8 bytes of (job, step) */
+    uint32_t words[2] = {job_id, step_id};
+
+    for (int w = 0; w < 2; w++)
+        for (int b = 0; b < 4; b++) {
+            h ^= (words[w] >> (8 * b)) & 0xffu;
+            h *= 16777619u;
+        }
+    if (port_range == 0)
+        port_range = 1;
+    return port_base + h % port_range;
+}

@@ -1,0 +1,57 @@
+/*
+ * args.c: plugstack.conf arguments, parsed strictly (key=value, every key
+ * known, numbers in range).  plugstack.conf splits on blanks and has no
+ * quoting, so values cannot contain spaces.
+ *
+ *   required accelrun.so site=/etc/accelrun/site.yaml port_base=29500 port_range=1000
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "accel/site.h"
+#include "plugin.h"
+
+static bool parse_port(const char *text, unsigned long lo, unsigned long hi, unsigned *out)
+{
+    char *end;
+    unsigned long v;
+
+    errno = 0;
+    v = strtoul(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || text[0] == '-' || v < lo || v > hi)
+        return false;
+    *out = (unsigned)v;
+    return true;
+}
+
+void plugin_args_parse(struct plugin_args *args, int ac, char **av)
+{
+    args->site[0] = '\0';
+    args->port_base = ACCEL_PORT_BASE_DEFAULT;
+    args->port_range = ACCEL_PORT_RANGE_DEFAULT;
+    args->error[0] = '\0';
+    for (int i = 0; i < ac; i++) {
+        const char *a = av[i];
+        if (strncmp(a, "site=", 5) == 0 && a[5] == '/' && strlen(a + 5) < sizeof(args->site)) {
+            snprintf(args->site, sizeof(args->site), "%s", a + 5);
+        } else if (strncmp(a, "port_base=", 10) == 0 &&
+                   parse_port(a + 10, 1024, 65535, &args->port_base)) {
+            continue;
+        } else if (strncmp(a, "port_range=", 11) == 0 &&
+                   parse_port(a + 11, 1, 64512, &args->port_range)) {
+            continue;
+        } else {
+            snprintf(args->error, sizeof(args->error),
+                     "plugstack.conf: bad argument '%.200s' (known: site=/ABSOLUTE/PATH, "
+                     "port_base=1024..65535, port_range=1..64512)",
+                     a);
+            return;
+        }
+    }
+    if ((unsigned long)args->port_base + args->port_range > 65536ul)
+        snprintf(args->error, sizeof(args->error),
+                 "plugstack.conf: port_base=%u + port_range=%u passes 65535", args->port_base,
+                 args->port_range);
+}

@@ -1,0 +1,68 @@
+/*
+ * plugin.h: state and functions shared by the files of the accelrun SPANK
+ * plugin.  One file per Slurm context (pyxis's shape): dispatch.c holds the
+ * callbacks every context gets and switches on spank_context(); options.c
+ * the option table; args.c the plugstack.conf arguments; stepd.c the remote
+ * (slurmstepd) callbacks; srun.c the local and allocator ones.
+ *
+ * Privileges: slurmstepd runs as root.  The config file and the site file
+ * are read only in user_init, where Slurm has switched the effective uid to
+ * the job's user (checked), never as root.  User errors are kept and raised
+ * from task_init, so srun exits non-zero and no node is drained.
+ */
+#ifndef ACCELRUN_SPANK_PLUGIN_H
+#define ACCELRUN_SPANK_PLUGIN_H
+
+#include <slurm/spank.h>
+#include <stdbool.h>
+
+#include "accel/config.h"
+#include "accel/site.h"
+
+#define PLUGIN_NAME "accelrun"
+#define MAX_PATH_ARG 4096
+#define MAX_ERROR_TEXT 8192
+
+struct plugin_args {
+    char site[MAX_PATH_ARG]; /* site=FILE, "" = none */
+    unsigned port_base;      /* port_base= */
+    unsigned port_range;     /* port_range= */
+    char error[512];         /* a bad argument: "" when all were fine */
+};
+
+/* Everything the plugin keeps between callbacks of one process. */
+struct plugin_state {
+    struct plugin_args args;
+    char *config_path;       /* --accel-config, last value wins; NULL = not used */
+    bool skip_step;          /* batch, extern or interactive step */
+    bool loaded;             /* cfg and site are valid */
+    struct accel_site site;
+    struct accel_cfg cfg;
+    char master_addr[256];
+    unsigned master_port;
+    char error[MAX_ERROR_TEXT]; /* user error to raise in task_init, "" = none */
+};
+
+extern struct plugin_state plugin;
+
+/* args.c: parses plugstack.conf arguments strictly; a bad one is recorded in
+ * args->error (and logged), never fails the plugin. */
+void plugin_args_parse(struct plugin_args *args, int ac, char **av);
+
+/* options.c */
+int plugin_options_register(spank_t sp);
+
+/* stepd.c: remote context */
+int plugin_stepd_init(spank_t sp);
+int plugin_stepd_exit(spank_t sp);
+
+/* srun.c: local and allocator context */
+int plugin_srun_init(spank_t sp);
+
+/* Installs a log hook that sends library messages to Slurm's logger. */
+void plugin_log_init(void);
+
+/* Resets the state (at init and exit). */
+void plugin_state_reset(void);
+
+#endif

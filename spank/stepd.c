@@ -1,0 +1,252 @@
+/*
+ * stepd.c: remote context (slurmstepd).  user_init reads and checks the
+ * config once per node, with the job user's identity; task_init gives each
+ * task its environment, or fails it with the located message.
+ *
+ * Why task_init and not user_init for errors: a failing user_init does not
+ * make srun exit non-zero (SchedMD bug 7573), and a failing remote init or
+ * user_init of a batch job drains the node.  task_init failures make each
+ * task exit 1 and srun exit 1, and drain nothing.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "accel/alloc.h"
+#include "accel/env.h"
+#include "accel/log.h"
+#include "accel/sched.h"
+#include "plugin.h"
+
+#ifndef SLURM_BATCH_SCRIPT
+#define SLURM_BATCH_SCRIPT (0xfffffffb)
+#endif
+#ifndef SLURM_EXTERN_CONT
+#define SLURM_EXTERN_CONT (0xfffffffc)
+#endif
+#ifndef SLURM_INTERACTIVE_STEP
+#define SLURM_INTERACTIVE_STEP (0xfffffffa)
+#endif
+
+struct plugin_state plugin;
+
+void plugin_state_reset(void)
+{
+    free(plugin.config_path);
+    if (plugin.loaded) {
+        accel_cfg_free(&plugin.cfg);
+        accel_site_free(&plugin.site);
+    }
+    memset(&plugin, 0, sizeof(plugin));
+}
+
+static void log_to_slurm(void *ctx, enum accel_log_level level, const char *line)
+{
+    (void)ctx;
+    if (level >= ACCEL_LOG_ERROR)
+        slurm_error(PLUGIN_NAME ": %s", line);
+    else if (level >= ACCEL_LOG_WARN)
+        slurm_info(PLUGIN_NAME ": %s", line);
+    else
+        slurm_debug(PLUGIN_NAME ": %s", line);
+}
+
+void plugin_log_init(void)
+{
+    accel_log_set(log_to_slurm, NULL);
+}
+
+/* Appends the error findings (and, if there are none, `fallback`) to the
+ * text task_init will print. */
+static void keep_errors(const struct accel_diags *d, const char *fallback)
+{
+    size_t used = strlen(plugin.error);
+    char line[2048];
+
+    for (size_t i = 0; i < d->n && used < sizeof(plugin.error); i++) {
+        if (d->v[i].sev != ACCEL_SEV_ERROR)
+            continue;
+        accel_diag_format(&d->v[i], line, sizeof(line));
+        used += (size_t)snprintf(plugin.error + used, sizeof(plugin.error) - used, "%s%s",
+                                 used ? "\n" : "", line);
+    }
+    if (used == 0 && fallback != NULL)
+        snprintf(plugin.error, sizeof(plugin.error), "%s", fallback);
+}
+
+int plugin_stepd_init(spank_t sp)
+{
+    (void)sp;
+    return 0;
+}
+
+int plugin_stepd_exit(spank_t sp)
+{
+    (void)sp;
+    return 0;
+}
+
+/* Loads the site file and the config as the job user.  Never fails the
+ * callback: problems are kept for task_init. */
+int slurm_spank_user_init(spank_t sp, int ac, char **av)
+{
+    struct accel_cfg_opts opts = {0};
+    struct accel_diags d;
+    struct accel_error err;
+    uint32_t step_id = 0, job_id = 0;
+    uid_t job_uid = 0;
+    char nodelist[ACCEL_MAX_HOSTLIST + 1];
+    spank_err_t src;
+
+    (void)ac;
+    (void)av;
+    if (plugin.config_path == NULL)
+        return 0;
+    if (spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_UID, &job_uid) != ESPANK_SUCCESS) {
+        snprintf(plugin.error, sizeof(plugin.error), PLUGIN_NAME ": couldn't read the job ids");
+        return 0;
+    }
+    plugin.skip_step = step_id == SLURM_BATCH_SCRIPT || step_id == SLURM_EXTERN_CONT ||
+                       step_id == SLURM_INTERACTIVE_STEP;
+    if (plugin.skip_step)
+        return 0;
+    if (plugin.args.error[0] != '\0') {
+        snprintf(plugin.error, sizeof(plugin.error), PLUGIN_NAME ": %s", plugin.args.error);
+        return 0;
+    }
+    /* Slurm runs user_init with the job user's effective uid.  If that ever
+     * changes, refuse rather than read a user's file as root. */
+    if (geteuid() != job_uid) {
+        snprintf(plugin.error, sizeof(plugin.error),
+                 PLUGIN_NAME ": refusing to read %s with uid %u instead of the job's uid %u",
+                 plugin.config_path, (unsigned)geteuid(), (unsigned)job_uid);
+        return 0;
+    }
+    accel_diags_init(&d);
+    accel_error_clear(&err);
+    accel_site_init(&plugin.site);
+    if (plugin.args.site[0] != '\0' &&
+        accel_site_load(&plugin.site, plugin.args.site, 0, &d, &err) != ACCEL_OK) {
+        keep_errors(&d, err.msg);
+        accel_diags_free(&d);
+        return 0;
+    }
+    opts.site = plugin.args.site[0] ? &plugin.site : NULL;
+    if (accel_cfg_load(&plugin.cfg, plugin.config_path, &opts, &d, &err) != ACCEL_OK) {
+        keep_errors(&d, err.msg);
+        accel_diags_free(&d);
+        accel_site_free(&plugin.site);
+        return 0;
+    }
+    accel_diags_free(&d);
+    plugin.loaded = true;
+
+    src = spank_getenv(sp, "SLURM_STEP_NODELIST", nodelist, sizeof(nodelist));
+    if (src != ESPANK_SUCCESS ||
+        accel_hostlist_first(nodelist, plugin.master_addr, sizeof(plugin.master_addr), &err) !=
+            ACCEL_OK) {
+        snprintf(plugin.error, sizeof(plugin.error),
+                 PLUGIN_NAME ": couldn't find the first host of SLURM_STEP_NODELIST: %s",
+                 src != ESPANK_SUCCESS ? spank_strerror(src) : err.msg);
+        return 0;
+    }
+    plugin.master_port = accel_step_port(job_id, step_id, plugin.args.port_base,
+                                         plugin.args.port_range);
+    return 0;
+}
+
+static bool get_u32(spank_t sp, spank_item_t item, uint32_t *out)
+{
+    return spank_get_item(sp, item, out) == ESPANK_SUCCESS;
+}
+
+/* Prints a user error once per step: from global rank 0. */
+static int fail_task(uint32_t rank, const char *text)
+{
+    if (rank == 0) {
+        char *copy = strdup(text), *line, *save = NULL;
+        if (copy == NULL)
+            return -1;
+        for (line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+            slurm_error("%s%s", strncmp(line, PLUGIN_NAME ":", 9) == 0 ? "" : PLUGIN_NAME ": ",
+                        line);
+        free(copy);
+    }
+    return -1;
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+    struct accel_layout lay = {0, 0, 0, -1, -1, 0, NULL, 0, 0};
+    struct accel_env_opts eopts = {NULL, NULL, false};
+    struct accel_env env = {NULL, 0};
+    struct accel_error err;
+    uint32_t rank = 0, world = 0, local_count = 0, node_id = 0, nnodes = 0, cpus = 0;
+    int local_id = 0;
+    char probe[16];
+    int rc = -1;
+
+    (void)ac;
+    (void)av;
+    if (plugin.config_path == NULL || plugin.skip_step)
+        return 0;
+    get_u32(sp, S_TASK_GLOBAL_ID, &rank);
+    if (plugin.error[0] != '\0')
+        return fail_task(rank, plugin.error);
+    if (!plugin.loaded)
+        return fail_task(rank, PLUGIN_NAME ": the config was not loaded");
+    if (spank_get_item(sp, S_TASK_ID, &local_id) != ESPANK_SUCCESS ||
+        !get_u32(sp, S_JOB_TOTAL_TASK_COUNT, &world) ||
+        !get_u32(sp, S_JOB_LOCAL_TASK_COUNT, &local_count) ||
+        !get_u32(sp, S_JOB_NODEID, &node_id) || !get_u32(sp, S_JOB_NNODES, &nnodes))
+        return fail_task(rank, PLUGIN_NAME ": couldn't read the task layout from Slurm");
+    if (!get_u32(sp, S_STEP_CPUS_PER_TASK, &cpus))
+        cpus = 0;
+    lay.nnodes = nnodes;
+    lay.node_rank = node_id;
+    lay.nproc_per_node = local_count;
+    lay.local_rank = local_id;
+    lay.global_rank = rank;
+    lay.world_size = world;
+    lay.master_addr = plugin.master_addr;
+    lay.master_port = plugin.master_port;
+    lay.cpus_per_proc = cpus;
+    eopts.site = plugin.args.site[0] ? &plugin.site : NULL;
+    eopts.job_wins = plugin.site.slurm_wins;
+    if (eopts.job_wins && rank == 0 &&
+        ((plugin.cfg.num_processes > 0 && (uint32_t)plugin.cfg.num_processes != world)))
+        slurm_spank_log(PLUGIN_NAME ": warning: %s says num_processes: %ld, the step has %u "
+                                    "tasks; the site lets Slurm win",
+                        plugin.config_path, plugin.cfg.num_processes, world);
+    accel_error_clear(&err);
+    if (accel_env_build(&plugin.cfg, &lay, &eopts, &env, &err) != ACCEL_OK) {
+        char text[1024];
+        snprintf(text, sizeof(text), PLUGIN_NAME ": %s: error: %s", plugin.config_path, err.msg);
+        return fail_task(rank, text);
+    }
+    for (size_t i = 0; i < env.n; i++) {
+        char *kv = env.v[i], *eq = strchr(kv, '=');
+        int overwrite = 1;
+        *eq = '\0';
+        /* accelerate keeps an OMP_NUM_THREADS the user exported */
+        if (strcmp(kv, "OMP_NUM_THREADS") == 0 &&
+            spank_getenv(sp, kv, probe, sizeof(probe)) == ESPANK_SUCCESS)
+            overwrite = 0;
+        if (spank_setenv(sp, kv, eq + 1, overwrite) != ESPANK_SUCCESS && overwrite) {
+            *eq = '=';
+            fail_task(rank, PLUGIN_NAME ": couldn't set the task environment");
+            goto out;
+        }
+        *eq = '=';
+    }
+    /* Slurm numbers GPUs in PCI bus order; make CUDA agree. */
+    if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", probe, sizeof(probe)) != ESPANK_ENV_NOEXIST)
+        spank_setenv(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
+    rc = 0;
+out:
+    accel_env_free(&env);
+    return rc;
+}
