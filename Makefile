@@ -103,13 +103,8 @@ spank:
 	@echo "  SKIP    spank/accelrun.so: no /usr/include/slurm/spank.h (apt-get install libslurm-dev)"
 endif
 
-# The plugin: library objects linked in, hidden visibility, only Slurm's
-# symbols exported; libslurm is never linked (slurmstepd provides slurm_*).
-$(BUILD)/obj/spank/%.o: spank/%.c
-	@mkdir -p $(dir $@)
-	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(CFLAGS) -fvisibility=hidden -c $< -o $@
-
+# The plugin: library objects linked in; the version script exports only
+# Slurm's symbols; libslurm is never linked (slurmstepd provides slurm_*).
 $(SPANK_SO): $(SPANK_OBJ) $(LIB_OBJ) spank/accelrun.lds
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
