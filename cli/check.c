@@ -29,8 +29,7 @@ const char cli_check_usage[] =
 
 int cli_check(int argc, char **argv)
 {
-    static const struct option opts[] = {{"accelerate-version", required_argument, NULL, 'V'},
-                                         {"site", required_argument, NULL, 's'},
+    static const struct option opts[] = {CLI_SHARED_OPTIONS,
                                          {"nodes", required_argument, NULL, 'N'},
                                          {"gpus-per-node", required_argument, NULL, 'G'},
                                          {"json", no_argument, NULL, 'j'},
@@ -49,15 +48,12 @@ int cli_check(int argc, char **argv)
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        int shared = cli_shared_option(c, optarg, &copts.version, &site_path);
+        if (shared < 0)
+            return CLI_EXIT_USAGE;
+        if (shared > 0)
+            continue;
         switch (c) {
-        case 'V':
-            accel_error_clear(&err);
-            if (accel_version_parse(optarg, &copts.version, &err) != ACCEL_OK) {
-                fprintf(stderr, "accelrun: --accelerate-version: %s\n", err.msg);
-                return CLI_EXIT_USAGE;
-            }
-            break;
-        case 's': site_path = optarg; break;
         case 'N':
             if (!cli_parse_uint("--nodes", optarg, 1, 1u << 20, &n))
                 return CLI_EXIT_USAGE;
@@ -68,9 +64,15 @@ int cli_check(int argc, char **argv)
                 return CLI_EXIT_USAGE;
             copts.gpus_per_node = (unsigned)n;
             break;
-        case 'j': json = true; break;
-        case 'h': fputs(cli_check_usage, stdout); return CLI_EXIT_OK;
-        default: fputs(cli_check_usage, stderr); return CLI_EXIT_USAGE;
+        case 'j':
+            json = true;
+            break;
+        case 'h':
+            fputs(cli_check_usage, stdout);
+            return CLI_EXIT_OK;
+        default:
+            fputs(cli_check_usage, stderr);
+            return CLI_EXIT_USAGE;
         }
     }
     if (optind != argc - 1) {

@@ -27,6 +27,18 @@ int cli_print_diags_json(const struct accel_diags *d, FILE *out);
 bool cli_parse_uint(const char *opt, const char *text, unsigned long lo, unsigned long hi,
                     unsigned long *out);
 
+/* The options every config-reading command shares, for getopt_long tables:
+ * --accelerate-version V ('V') and --site FILE ('s'). */
+#define CLI_SHARED_OPTIONS                                                                         \
+    {"accelerate-version", required_argument, NULL, 'V'},                                          \
+    {                                                                                              \
+        "site", required_argument, NULL, 's'                                                       \
+    }
+
+/* Handles one of CLI_SHARED_OPTIONS: returns 1 when `c` was one, 0 when it
+ * was not, -1 for a bad value (the error is printed). */
+int cli_shared_option(int c, const char *arg, unsigned *version, const char **site);
+
 /* Loads --site FILE (if given) for `version`; prints findings on failure. */
 bool cli_load_site(const char *path, unsigned version, struct accel_site *site, bool json);
 

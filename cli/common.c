@@ -71,6 +71,24 @@ bool cli_parse_uint(const char *opt, const char *text, unsigned long lo, unsigne
     return true;
 }
 
+int cli_shared_option(int c, const char *arg, unsigned *version, const char **site)
+{
+    struct accel_error err;
+
+    if (c == 's') {
+        *site = arg;
+        return 1;
+    }
+    if (c != 'V')
+        return 0;
+    accel_error_clear(&err);
+    if (accel_version_parse(arg, version, &err) != ACCEL_OK) {
+        fprintf(stderr, "accelrun: --accelerate-version: %s\n", err.msg);
+        return -1;
+    }
+    return 1;
+}
+
 bool cli_load_site(const char *path, unsigned version, struct accel_site *site, bool json)
 {
     struct accel_diags d;

@@ -106,8 +106,8 @@ int cli_env(int argc, char **argv)
                                          {"master-addr", required_argument, NULL, 'a'},
                                          {"master-port", required_argument, NULL, 'P'},
                                          {"cpus-per-proc", required_argument, NULL, 'c'},
-                                         {"site", required_argument, NULL, 's'},
-                                         {"accelerate-version", required_argument, NULL, 'V'},
+                                         CLI_SHARED_OPTIONS,
+
                                          {"format", required_argument, NULL, 'f'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
@@ -128,6 +128,11 @@ int cli_env(int argc, char **argv)
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        int shared = cli_shared_option(c, optarg, &copts.version, &site_path);
+        if (shared < 0)
+            return CLI_EXIT_USAGE;
+        if (shared > 0)
+            continue;
         switch (c) {
         case 'n':
             if (!cli_parse_uint("--nnodes", optarg, 1, 1u << 20, &n))
@@ -152,7 +157,9 @@ int cli_env(int argc, char **argv)
                 return CLI_EXIT_USAGE;
             lay.local_rank = (int)n;
             break;
-        case 'a': lay.master_addr = optarg; break;
+        case 'a':
+            lay.master_addr = optarg;
+            break;
         case 'P':
             if (!cli_parse_uint("--master-port", optarg, 1, 65535, &n))
                 return CLI_EXIT_USAGE;
@@ -162,14 +169,6 @@ int cli_env(int argc, char **argv)
             if (!cli_parse_uint("--cpus-per-proc", optarg, 1, 65536, &n))
                 return CLI_EXIT_USAGE;
             lay.cpus_per_proc = (unsigned)n;
-            break;
-        case 's': site_path = optarg; break;
-        case 'V':
-            accel_error_clear(&err);
-            if (accel_version_parse(optarg, &copts.version, &err) != ACCEL_OK) {
-                fprintf(stderr, "accelrun: --accelerate-version: %s\n", err.msg);
-                return CLI_EXIT_USAGE;
-            }
             break;
         case 'f':
             if (strcmp(optarg, "sh") == 0)
@@ -183,12 +182,17 @@ int cli_env(int argc, char **argv)
                 return CLI_EXIT_USAGE;
             }
             break;
-        case 'h': fputs(cli_env_usage, stdout); return CLI_EXIT_OK;
-        default: fputs(cli_env_usage, stderr); return CLI_EXIT_USAGE;
+        case 'h':
+            fputs(cli_env_usage, stdout);
+            return CLI_EXIT_OK;
+        default:
+            fputs(cli_env_usage, stderr);
+            return CLI_EXIT_USAGE;
         }
     }
     if (optind != argc - 1 || !have_nnodes || !have_rank || !have_nproc) {
-        fprintf(stderr, "accelrun env: expected FILE, --nnodes, --node-rank and --nproc-per-node\n\n%s",
+        fprintf(stderr,
+                "accelrun env: expected FILE, --nnodes, --node-rank and --nproc-per-node\n\n%s",
                 cli_env_usage);
         return CLI_EXIT_USAGE;
     }
@@ -201,8 +205,9 @@ int cli_env(int argc, char **argv)
     rc = accel_cfg_load(&cfg, argv[optind], &copts, &d, &err);
     if (rc != ACCEL_OK) {
         cli_print_diags(&d, stderr);
-        status = (rc == ACCEL_ENOTFOUND || rc == ACCEL_EPERM || rc == ACCEL_EIO) ? CLI_EXIT_USAGE
-                                                                                 : CLI_EXIT_FINDINGS;
+        status = (rc == ACCEL_ENOTFOUND || rc == ACCEL_EPERM || rc == ACCEL_EIO)
+                     ? CLI_EXIT_USAGE
+                     : CLI_EXIT_FINDINGS;
         goto out;
     }
     /* Warnings still matter to someone previewing an environment. */

@@ -33,9 +33,9 @@ struct plugin_args {
 /* Everything the plugin keeps between callbacks of one process. */
 struct plugin_state {
     struct plugin_args args;
-    char *config_path;       /* --accel-config, last value wins; NULL = not used */
-    bool skip_step;          /* batch, extern or interactive step */
-    bool loaded;             /* cfg and site are valid */
+    char *config_path; /* --accel-config, last value wins; NULL = not used */
+    bool skip_step;    /* batch, extern or interactive step */
+    bool loaded;       /* cfg and site are valid */
     struct accel_site site;
     struct accel_cfg cfg;
     char master_addr[256];

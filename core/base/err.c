@@ -1,7 +1,7 @@
 /*
- * err.c: strerror for the project's error enum and the helpers that fill the
- * caller-owned error struct.  The switch has no default so that -Wswitch-enum
- * reports a new enum value without a description.
+ * err.c: strerror and the constant names of the project's error enum, both
+ * generated from the one list in accel/err.h, and the helpers that fill the
+ * caller-owned error struct.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -9,22 +9,19 @@
 
 #include "accel/err.h"
 
+#define ERR_TEXT(name, value, text)                                                                \
+    case name:                                                                                     \
+        return text;
+#define ERR_NAME(name, value, text)                                                                \
+    case name:                                                                                     \
+        return #name;
+
 const char *accel_strerror(enum accel_err code)
 {
     switch (code) {
-    case ACCEL_OK: return "success";
-    case ACCEL_ENOMEM: return "out of memory";
-    case ACCEL_EINVAL: return "invalid argument";
-    case ACCEL_EIO: return "input/output error";
-    case ACCEL_ETOOBIG: return "input too large";
-    case ACCEL_EPARSE: return "syntax error";
-    case ACCEL_ECONFIG: return "invalid configuration";
-    case ACCEL_EPOLICY: return "conflicts with the site policy";
-    case ACCEL_ENOTFOUND: return "not found";
-    case ACCEL_EPERM: return "permission denied";
-    case ACCEL_EUNSUPPORTED: return "not supported by accelrun";
-    case ACCEL_ELAYOUT: return "job layout does not fit the config";
-    case ACCEL_ERR__LAST: break;
+        ACCEL_ERRORS(ERR_TEXT)
+    case ACCEL_ERR__LAST:
+        break;
     }
     return "unknown error";
 }
@@ -32,19 +29,9 @@ const char *accel_strerror(enum accel_err code)
 const char *accel_errname(enum accel_err code)
 {
     switch (code) {
-    case ACCEL_OK: return "ACCEL_OK";
-    case ACCEL_ENOMEM: return "ACCEL_ENOMEM";
-    case ACCEL_EINVAL: return "ACCEL_EINVAL";
-    case ACCEL_EIO: return "ACCEL_EIO";
-    case ACCEL_ETOOBIG: return "ACCEL_ETOOBIG";
-    case ACCEL_EPARSE: return "ACCEL_EPARSE";
-    case ACCEL_ECONFIG: return "ACCEL_ECONFIG";
-    case ACCEL_EPOLICY: return "ACCEL_EPOLICY";
-    case ACCEL_ENOTFOUND: return "ACCEL_ENOTFOUND";
-    case ACCEL_EPERM: return "ACCEL_EPERM";
-    case ACCEL_EUNSUPPORTED: return "ACCEL_EUNSUPPORTED";
-    case ACCEL_ELAYOUT: return "ACCEL_ELAYOUT";
-    case ACCEL_ERR__LAST: break;
+        ACCEL_ERRORS(ERR_NAME)
+    case ACCEL_ERR__LAST:
+        break;
     }
     return "ACCEL_E?";
 }

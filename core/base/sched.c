@@ -56,8 +56,7 @@ enum accel_err accel_hostlist_first(const char *list, char *out, size_t size,
     return ACCEL_OK;
 }
 
-unsigned accel_step_port(uint32_t job_id, uint32_t step_id, unsigned port_base,
-                         unsigned port_range)
+unsigned accel_step_port(uint32_t job_id, uint32_t step_id, unsigned port_base, unsigned port_range)
 {
     uint32_t h = 2166136261u; /* FNV-1a over the 8 bytes of (job, step) */
     uint32_t words[2] = {job_id, step_id};

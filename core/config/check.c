@@ -215,8 +215,8 @@ static void check_value(struct walk *w, const struct key_spec *k, const struct a
         size_t idx;
         if (!enum_match(k, v, &idx)) {
             list_values(k->values, allowed, sizeof(allowed));
-            accel_diag_add(w->d, ACCEL_SEV_ERROR, &v->mark, path,
-                           "%s%s%s is not one of: %s%s", v->type == ACCEL_V_STR ? "'" : "", got,
+            accel_diag_add(w->d, ACCEL_SEV_ERROR, &v->mark, path, "%s%s%s is not one of: %s%s",
+                           v->type == ACCEL_V_STR ? "'" : "", got,
                            v->type == ACCEL_V_STR ? "'" : "", allowed,
                            (k->flags & KF_DIGITS) ? " (or their number, 1 upward)" : "");
         }

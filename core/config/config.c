@@ -48,8 +48,8 @@ enum accel_err accel_version_parse(const char *text, unsigned *out, struct accel
     if (*end != '\0' || ma > 99 || mi > 99 || pa > 99)
         goto bad;
     v = ACCEL_VERSION((unsigned)ma, (unsigned)mi, (unsigned)pa);
-    if (v < ACCEL_VERSION_OLDEST || v > ACCEL_VERSION(ACCEL_VERSION_NEWEST / 10000u,
-                                                      ACCEL_VERSION_NEWEST / 100u % 100u, 99))
+    if (v < ACCEL_VERSION_OLDEST ||
+        v > ACCEL_VERSION(ACCEL_VERSION_NEWEST / 10000u, ACCEL_VERSION_NEWEST / 100u % 100u, 99))
         return accel_error_set(err, ACCEL_EUNSUPPORTED,
                                "accelerate %s is outside the versions accelrun knows (%s to %s)",
                                text, lo, hi);
@@ -225,44 +225,36 @@ out:
     return rc;
 }
 
-static void parse_failed(struct accel_diags *diags, const struct accel_error *err)
+/* Reads `name` from disk when `data` is NULL, else parses `data`. */
+static enum accel_err load(struct accel_cfg *cfg, const char *name, const char *data, size_t len,
+                           const struct accel_cfg_opts *opts, struct accel_diags *diags,
+                           struct accel_error *err)
 {
-    struct accel_mark m = {err->file, err->line, err->column};
-    accel_diag_add(diags, ACCEL_SEV_ERROR, &m, err->key, "%s", err->msg);
+    struct accel_doc doc;
+    enum accel_err rc;
+
+    memset(cfg, 0, sizeof(*cfg));
+    rc = data ? accel_doc_parse(&doc, name, data, len, on_duplicate, diags, err)
+              : accel_doc_load(&doc, name, on_duplicate, diags, err);
+    if (rc != ACCEL_OK) {
+        accel_diag_from_error(diags, err);
+        return rc;
+    }
+    rc = load_doc(cfg, &doc, opts, diags, err);
+    accel_doc_free(&doc);
+    return rc;
 }
 
 enum accel_err accel_cfg_load_buffer(struct accel_cfg *cfg, const char *name, const char *data,
                                      size_t len, const struct accel_cfg_opts *opts,
                                      struct accel_diags *diags, struct accel_error *err)
 {
-    struct accel_doc doc;
-    enum accel_err rc;
-
-    memset(cfg, 0, sizeof(*cfg));
-    rc = accel_doc_parse(&doc, name, data, len, on_duplicate, diags, err);
-    if (rc != ACCEL_OK) {
-        parse_failed(diags, err);
-        return rc;
-    }
-    rc = load_doc(cfg, &doc, opts, diags, err);
-    accel_doc_free(&doc);
-    return rc;
+    return load(cfg, name, data ? data : "", len, opts, diags, err);
 }
 
 enum accel_err accel_cfg_load(struct accel_cfg *cfg, const char *path,
                               const struct accel_cfg_opts *opts, struct accel_diags *diags,
                               struct accel_error *err)
 {
-    struct accel_doc doc;
-    enum accel_err rc;
-
-    memset(cfg, 0, sizeof(*cfg));
-    rc = accel_doc_load(&doc, path, on_duplicate, diags, err);
-    if (rc != ACCEL_OK) {
-        parse_failed(diags, err);
-        return rc;
-    }
-    rc = load_doc(cfg, &doc, opts, diags, err);
-    accel_doc_free(&doc);
-    return rc;
+    return load(cfg, path, NULL, 0, opts, diags, err);
 }

@@ -29,9 +29,12 @@ void accel_diags_free(struct accel_diags *d)
 const char *accel_sev_name(enum accel_sev s)
 {
     switch (s) {
-    case ACCEL_SEV_ERROR: return "error";
-    case ACCEL_SEV_WARNING: return "warning";
-    case ACCEL_SEV_NOTE: return "note";
+    case ACCEL_SEV_ERROR:
+        return "error";
+    case ACCEL_SEV_WARNING:
+        return "warning";
+    case ACCEL_SEV_NOTE:
+        return "note";
     }
     return "note";
 }
@@ -77,6 +80,12 @@ void accel_diag_add(struct accel_diags *d, enum accel_sev sev, const struct acce
         return;
     }
     d->n++;
+}
+
+void accel_diag_from_error(struct accel_diags *d, const struct accel_error *err)
+{
+    struct accel_mark m = {err->file, err->line, err->column};
+    accel_diag_add(d, ACCEL_SEV_ERROR, &m, err->key, "%s", err->msg);
 }
 
 void accel_diag_format(const struct accel_diag *g, char *buf, size_t size)

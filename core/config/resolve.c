@@ -105,16 +105,15 @@ static const struct arg_default arg_defaults[] = {
 
 /* ClusterConfig dataclass defaults for top-level keys absent from the file. */
 static const struct arg_default cluster_defaults[] = {
-    {"num_processes", 'i', "-1"},  {"machine_rank", 'i', "0"},
-    {"num_machines", 'i', "1"},    {"main_training_function", 's', "main"},
+    {"num_processes", 'i', "-1"},    {"machine_rank", 'i', "0"},
+    {"num_machines", 'i', "1"},      {"main_training_function", 's', "main"},
     {"downcast_bf16", 'b', "False"}, {"use_cpu", 'b', "False"},
     {"debug", 'b', "False"},
 };
 
-static const char *const nested_sections[] = {"deepspeed_config", "fsdp_config",
-                                              "megatron_lm_config", "dynamo_config",
-                                              "fp8_config", "parallelism_config",
-                                              "mpirun_config", NULL};
+static const char *const nested_sections[] = {
+    "deepspeed_config", "fsdp_config",        "megatron_lm_config", "dynamo_config",
+    "fp8_config",       "parallelism_config", "mpirun_config",      NULL};
 
 enum accel_err config__map_set(struct accel_val *map, const char *key, struct accel_val *val,
                                const struct accel_mark *mark)
@@ -315,8 +314,8 @@ enum accel_err config__resolve(struct accel_cfg *cfg, unsigned version)
         return rc;
 
     p = accel_map_find(root, "compute_environment");
-    cfg->sagemaker = p != NULL && p->val.type == ACCEL_V_STR &&
-                     strcmp(p->val.u.s, "AMAZON_SAGEMAKER") == 0;
+    cfg->sagemaker =
+        p != NULL && p->val.type == ACCEL_V_STR && strcmp(p->val.u.s, "AMAZON_SAGEMAKER") == 0;
     cfg->dist = dist_from(root, &known);
     cfg->dist_name = accel_dist_name(cfg->dist);
 
@@ -363,11 +362,12 @@ enum accel_err config__resolve(struct accel_cfg *cfg, unsigned version)
 
     /* FSDP1: a strategy stored under fsdp_reshard_after_forward is the
      * strategy (accelrun follows the YAML; see the header comment). */
-    p = accel_map_find(accel_map_find(root, "fsdp_config") ? &accel_map_find(root, "fsdp_config")->val
-                                                           : NULL,
-                       "fsdp_reshard_after_forward");
+    p = accel_map_find(
+        accel_map_find(root, "fsdp_config") ? &accel_map_find(root, "fsdp_config")->val : NULL,
+        "fsdp_reshard_after_forward");
     if (p != NULL && p->val.type == ACCEL_V_STR && int_arg(args, "fsdp_version", 1) == 1 &&
-        accel_map_find(&accel_map_find(root, "fsdp_config")->val, "fsdp_sharding_strategy") == NULL) {
+        accel_map_find(&accel_map_find(root, "fsdp_config")->val, "fsdp_sharding_strategy") ==
+            NULL) {
         for (size_t i = 0; schema_fsdp_strategies[i] != NULL; i++) {
             if (strcasecmp(p->val.u.s, schema_fsdp_strategies[i]) != 0)
                 continue;
@@ -407,9 +407,8 @@ enum accel_err config__resolve(struct accel_cfg *cfg, unsigned version)
         cfg->num_processes = 1; /* process_config: NO defaults to one process */
     cfg->num_machines = int_arg(args, "num_machines", 1);
     cfg->machine_rank = int_arg(args, "machine_rank", 0);
-    cfg->main_process_port = arg_is_none(args, "main_process_port")
-                                 ? -1
-                                 : int_arg(args, "main_process_port", -1);
+    cfg->main_process_port =
+        arg_is_none(args, "main_process_port") ? -1 : int_arg(args, "main_process_port", -1);
     cfg->main_process_ip = dup_str_arg(args, "main_process_ip");
     cfg->gpu_ids = dup_str_arg(args, "gpu_ids");
     if (cfg->gpu_ids != NULL && strcmp(cfg->gpu_ids, "all") == 0) {

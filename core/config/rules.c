@@ -93,15 +93,15 @@ static const char *check_dist(struct rules *r, bool sagemaker)
     }
     if (p->val.type != ACCEL_V_STR) {
         accel_diag_add(r->d, ACCEL_SEV_ERROR, &p->val.mark, "distributed_type",
-                       "expected a name such as MULTI_GPU, got %s",
-                       accel_vtype_name(p->val.type));
+                       "expected a name such as MULTI_GPU, got %s", accel_vtype_name(p->val.type));
         return NULL;
     }
     for (size_t i = 0; values[i] != NULL; i++) {
         if (strcmp(p->val.u.s, values[i]) != 0)
             continue;
-        if (!sagemaker && (strcmp(values[i], "MULTI_SDAA") == 0 ||
-                           strcmp(values[i], "MULTI_HPU") == 0) && r->version < ACCEL_VERSION(1, 5, 0))
+        if (!sagemaker &&
+            (strcmp(values[i], "MULTI_SDAA") == 0 || strcmp(values[i], "MULTI_HPU") == 0) &&
+            r->version < ACCEL_VERSION(1, 5, 0))
             accel_diag_add(r->d, ACCEL_SEV_ERROR, &p->val.mark, "distributed_type",
                            "%s was added in accelerate 1.5.0; the target version %s rejects it",
                            values[i], target);
@@ -241,7 +241,8 @@ static void check_fsdp(struct rules *r, bool is_fsdp)
 
     if (raf != NULL && raf->val.type != ACCEL_V_NULL && raf->val.type != ACCEL_V_BOOL &&
         !(raf->val.type == ACCEL_V_STR && strategy_name(raf->val.u.s)))
-        accel_diag_add(r->d, ACCEL_SEV_ERROR, &raf->val.mark, "fsdp_config.fsdp_reshard_after_forward",
+        accel_diag_add(r->d, ACCEL_SEV_ERROR, &raf->val.mark,
+                       "fsdp_config.fsdp_reshard_after_forward",
                        "expected true/false (FSDP2) or a sharding strategy name (FSDP1: "
                        "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, HYBRID_SHARD_ZERO2)");
     if (!is_fsdp) {
@@ -255,11 +256,12 @@ static void check_fsdp(struct rules *r, bool is_fsdp)
      * are the strings "true": leaving cpu_ram_efficient_loading out and setting
      * sync_module_states false fails too. */
     if (is_false(sync) && !is_false(cpu_ram))
-        accel_diag_add(r->d, ACCEL_SEV_ERROR, &sync->val.mark, "fsdp_config.fsdp_sync_module_states",
-                       "false while fsdp_cpu_ram_efficient_loading is %s; accelerate launch refuses "
-                       "this: set fsdp_sync_module_states: true or fsdp_cpu_ram_efficient_loading: "
-                       "false",
-                       cpu_ram ? "true" : "true by default");
+        accel_diag_add(
+            r->d, ACCEL_SEV_ERROR, &sync->val.mark, "fsdp_config.fsdp_sync_module_states",
+            "false while fsdp_cpu_ram_efficient_loading is %s; accelerate launch refuses "
+            "this: set fsdp_sync_module_states: true or fsdp_cpu_ram_efficient_loading: "
+            "false",
+            cpu_ram ? "true" : "true by default");
     if (v == 2) {
         static const char *const v1_only[] = {"fsdp_sharding_strategy", "fsdp_backward_prefetch",
                                               "fsdp_use_orig_params", "fsdp_sync_module_states"};
@@ -273,37 +275,39 @@ static void check_fsdp(struct rules *r, bool is_fsdp)
                                i == 0 ? "; use fsdp_reshard_after_forward: true/false" : "");
         }
         if (raf != NULL && raf->val.type == ACCEL_V_STR)
-            accel_diag_add(r->d, ACCEL_SEV_ERROR, &raf->val.mark,
-                           "fsdp_config.fsdp_reshard_after_forward",
-                           "FSDP2 takes true or false here, not '%s' (accelerate raises "
-                           "ValueError); `accelerate to-fsdp2` maps FULL_SHARD/HYBRID_SHARD to true "
-                           "and the others to false",
-                           raf->val.u.s);
+            accel_diag_add(
+                r->d, ACCEL_SEV_ERROR, &raf->val.mark, "fsdp_config.fsdp_reshard_after_forward",
+                "FSDP2 takes true or false here, not '%s' (accelerate raises "
+                "ValueError); `accelerate to-fsdp2` maps FULL_SHARD/HYBRID_SHARD to true "
+                "and the others to false",
+                raf->val.u.s);
         if (sdt != NULL && sdt->val.type == ACCEL_V_STR &&
             strcasecmp(sdt->val.u.s, "LOCAL_STATE_DICT") == 0)
-            accel_diag_add(r->d, ACCEL_SEV_ERROR, &sdt->val.mark, "fsdp_config.fsdp_state_dict_type",
+            accel_diag_add(r->d, ACCEL_SEV_ERROR, &sdt->val.mark,
+                           "fsdp_config.fsdp_state_dict_type",
                            "FSDP2 supports SHARDED_STATE_DICT and FULL_STATE_DICT only");
         if (is_true(fwd))
-            accel_diag_add(r->d, ACCEL_SEV_ERROR, &fwd->val.mark, "fsdp_config.fsdp_forward_prefetch",
+            accel_diag_add(r->d, ACCEL_SEV_ERROR, &fwd->val.mark,
+                           "fsdp_config.fsdp_forward_prefetch",
                            "not implemented for FSDP2 (accelerate raises); set it to false");
     } else if (raf != NULL && raf->val.type == ACCEL_V_STR && ss == NULL) {
         /* DESIGN decision 1: upstream exports its CLI default FULL_SHARD as
          * FSDP_SHARDING_STRATEGY and the FSDP1 plugin prefers it. */
-        accel_diag_add(r->d, ACCEL_SEV_WARNING, &raf->val.mark,
-                       "fsdp_config.fsdp_reshard_after_forward",
-                       "accelerate launch would run FULL_SHARD here (it exports its default "
-                       "FSDP_SHARDING_STRATEGY=FULL_SHARD, which FSDP1 prefers); accelrun follows "
-                       "the YAML and exports FSDP_SHARDING_STRATEGY=%s; write fsdp_sharding_strategy "
-                       "to make both agree",
-                       raf->val.u.s);
+        accel_diag_add(
+            r->d, ACCEL_SEV_WARNING, &raf->val.mark, "fsdp_config.fsdp_reshard_after_forward",
+            "accelerate launch would run FULL_SHARD here (it exports its default "
+            "FSDP_SHARDING_STRATEGY=FULL_SHARD, which FSDP1 prefers); accelrun follows "
+            "the YAML and exports FSDP_SHARDING_STRATEGY=%s; write fsdp_sharding_strategy "
+            "to make both agree",
+            raf->val.u.s);
     }
 }
 
 static void check_deepspeed(struct rules *r, bool is_ds)
 {
     static const char *const overridden[] = {
-        "gradient_accumulation_steps", "gradient_clipping",         "zero_stage",
-        "offload_optimizer_device",    "offload_param_device",      "offload_optimizer_nvme_path",
+        "gradient_accumulation_steps", "gradient_clipping",     "zero_stage",
+        "offload_optimizer_device",    "offload_param_device",  "offload_optimizer_nvme_path",
         "offload_param_nvme_path",     "zero3_save_16bit_model"};
     const struct accel_pair *file = nested(r, "deepspeed_config", "deepspeed_config_file");
     const struct accel_pair *mp = top(r, "mixed_precision");
@@ -454,8 +458,8 @@ void config__check_rules(const struct accel_val *root, const struct accel_cfg_op
     if (root->type != ACCEL_V_MAP)
         return;
     ce = top(&r, "compute_environment");
-    sagemaker = ce != NULL && ce->val.type == ACCEL_V_STR &&
-                strcmp(ce->val.u.s, "AMAZON_SAGEMAKER") == 0;
+    sagemaker =
+        ce != NULL && ce->val.type == ACCEL_V_STR && strcmp(ce->val.u.s, "AMAZON_SAGEMAKER") == 0;
     dist = check_dist(&r, sagemaker);
     check_mixed_precision(&r);
     if (sagemaker) {
@@ -474,7 +478,8 @@ void config__check_rules(const struct accel_val *root, const struct accel_cfg_op
     check_deepspeed(&r, dist != NULL && strcmp(dist, "DEEPSPEED") == 0);
     mp = top(&r, "mixed_precision");
     check_fp8(&r, mp ? str_or(mp, NULL) : NULL);
-    if (nonempty_section(&r, "megatron_lm_config") && (dist == NULL || strcmp(dist, "MEGATRON_LM") != 0))
+    if (nonempty_section(&r, "megatron_lm_config") &&
+        (dist == NULL || strcmp(dist, "MEGATRON_LM") != 0))
         accel_diag_add(d, ACCEL_SEV_WARNING, &top(&r, "megatron_lm_config")->mark,
                        "megatron_lm_config", "ignored: distributed_type is not MEGATRON_LM");
     if (nonempty_section(&r, "parallelism_config") &&

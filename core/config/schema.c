@@ -13,28 +13,39 @@
 #define V ACCEL_VERSION
 #define N(arr) (sizeof(arr) / sizeof((arr)[0]))
 
-const char *const schema_dist_values[] = {
-    "NO",        "MULTI_CPU",  "MULTI_GPU",    "MULTI_NPU", "MULTI_MLU",
-    "MULTI_SDAA", "MULTI_MUSA", "MULTI_XPU",   "MULTI_HPU", "MULTI_NEURON",
-    "DEEPSPEED", "FSDP",       "XLA",          "MEGATRON_LM", NULL};
+const char *const schema_dist_values[] = {"NO",        "MULTI_CPU",    "MULTI_GPU",  "MULTI_NPU",
+                                          "MULTI_MLU", "MULTI_SDAA",   "MULTI_MUSA", "MULTI_XPU",
+                                          "MULTI_HPU", "MULTI_NEURON", "DEEPSPEED",  "FSDP",
+                                          "XLA",       "MEGATRON_LM",  NULL};
 static const char *const sagemaker_dist[] = {"NO", "DATA_PARALLEL", "MODEL_PARALLEL", NULL};
 static const char *const compute_envs[] = {"LOCAL_MACHINE", "AMAZON_SAGEMAKER", NULL};
 const char *const schema_precisions[] = {"no", "fp16", "bf16", "fp8", NULL};
-const char *const schema_fsdp_strategies[] = {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD",
+const char *const schema_fsdp_strategies[] = {"FULL_SHARD",   "SHARD_GRAD_OP",      "NO_SHARD",
                                               "HYBRID_SHARD", "HYBRID_SHARD_ZERO2", NULL};
-static const char *const wrap_policies[] = {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP",
-                                            "NO_WRAP", NULL};
+static const char *const wrap_policies[] = {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP",
+                                            NULL};
 static const char *const prefetches[] = {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH", NULL};
 static const char *const state_dicts[] = {"FULL_STATE_DICT", "LOCAL_STATE_DICT",
                                           "SHARDED_STATE_DICT", NULL};
 static const char *const offload_devices[] = {"none", "cpu", "nvme", NULL};
-static const char *const ds_launchers[] = {"pdsh", "standard", "openmpi", "mvapich",
-                                           "mpich", "nossh", "slurm", NULL};
-static const char *const dynamo_backends[] = {
-    "NO",         "EAGER",           "AOT_EAGER",  "INDUCTOR",
-    "AOT_TS_NVFUSER", "NVPRIMS_NVFUSER", "CUDAGRAPHS", "OFI",
-    "FX2TRT",     "ONNXRT",          "TENSORRT",   "AOT_TORCHXLA_TRACE_ONCE",
-    "TORCHXLA_TRACE_ONCE", "TVM",     "HPU_BACKEND", NULL};
+static const char *const ds_launchers[] = {"pdsh",  "standard", "openmpi", "mvapich",
+                                           "mpich", "nossh",    "slurm",   NULL};
+static const char *const dynamo_backends[] = {"NO",
+                                              "EAGER",
+                                              "AOT_EAGER",
+                                              "INDUCTOR",
+                                              "AOT_TS_NVFUSER",
+                                              "NVPRIMS_NVFUSER",
+                                              "CUDAGRAPHS",
+                                              "OFI",
+                                              "FX2TRT",
+                                              "ONNXRT",
+                                              "TENSORRT",
+                                              "AOT_TORCHXLA_TRACE_ONCE",
+                                              "TORCHXLA_TRACE_ONCE",
+                                              "TVM",
+                                              "HPU_BACKEND",
+                                              NULL};
 static const char *const dynamo_modes[] = {"default", "reduce-overhead", "max-autotune", NULL};
 static const char *const fp8_backends[] = {"AO", "TE", "MSAMP", NULL};
 static const char *const fp8_formats[] = {"HYBRID", "E4M3", "E5M2", NULL};
@@ -67,8 +78,8 @@ static const struct key_spec fsdp_keys[] = {
     {"fsdp_backward_prefetch_policy", KT_ANY, NULL, KF_NULL, 0, V(1, 0, 0),
      "fsdp_backward_prefetch"},
 };
-static const struct section fsdp_section = {"fsdp_config", "fsdp_", "fsdp", 0, fsdp_keys,
-                                            N(fsdp_keys)};
+static const struct section fsdp_section = {"fsdp_config", "fsdp_",     "fsdp", 0,
+                                            fsdp_keys,     N(fsdp_keys)};
 
 /* ------------------------------------------------------- deepspeed_config */
 static const struct key_spec ds_keys[] = {
@@ -89,8 +100,7 @@ static const struct key_spec ds_keys[] = {
     {"deepspeed_exclusion_filter", KT_STR, NULL, KF_NULL},
     {"deepspeed_inclusion_filter", KT_STR, NULL, KF_NULL},
 };
-static const struct section ds_section = {"deepspeed_config", NULL, NULL, 0, ds_keys,
-                                          N(ds_keys)};
+static const struct section ds_section = {"deepspeed_config", NULL, NULL, 0, ds_keys, N(ds_keys)};
 
 /* ----------------------------------------------------- megatron_lm_config */
 static const struct key_spec meg_keys[] = {
@@ -133,8 +143,8 @@ static const struct key_spec dyn_keys[] = {
     {"dynamo_use_dynamic", KT_BOOL, NULL, KF_NULL},
     {"dynamo_use_regional_compilation", KT_BOOL, NULL, KF_NULL, V(1, 7, 0)},
 };
-static const struct section dyn_section = {"dynamo_config", "dynamo_", "dynamo_", V(1, 14, 0),
-                                           dyn_keys, N(dyn_keys)};
+static const struct section dyn_section = {"dynamo_config", "dynamo_", "dynamo_",
+                                           V(1, 14, 0),     dyn_keys,  N(dyn_keys)};
 
 /* -------------------------------------------------------------- fp8_config */
 static const struct key_spec fp8_keys[] = {
@@ -154,8 +164,7 @@ static const struct key_spec fp8_keys[] = {
     {"fp8_amax_compute_algorithm", KT_ANY, NULL, KF_NOOP, 0, 0, "fp8_amax_compute_algo"},
     {"fp8_optimization_level", KT_ANY, NULL, KF_NOOP, 0, 0, "fp8_opt_level"},
 };
-static const struct section fp8_section = {"fp8_config", "fp8_", "fp8", 0, fp8_keys,
-                                           N(fp8_keys)};
+static const struct section fp8_section = {"fp8_config", "fp8_", "fp8", 0, fp8_keys, N(fp8_keys)};
 
 /* ------------------------------------------------------ parallelism_config */
 static const struct key_spec par_keys[] = {
@@ -180,21 +189,21 @@ static const struct key_spec mpi_keys[] = {
     {"mpirun_ccl", KT_INT, NULL, KF_NULL, V(1, 8, 0), V(1, 13, 0),
      "nothing: oneCCL support was removed from accelerate; delete the key"},
 };
-static const struct section mpi_section = {"mpirun_config", NULL, NULL, 0, mpi_keys,
-                                           N(mpi_keys)};
+static const struct section mpi_section = {"mpirun_config", NULL, NULL, 0, mpi_keys, N(mpi_keys)};
 
 /* --------------------------------------------------------------- top level */
 #define BASE_KEYS                                                                                  \
-    {"compute_environment", KT_ENUM, compute_envs, 0},                                             \
-        {"distributed_type", KT_ANY, NULL, 0}, {"mixed_precision", KT_ANY, NULL, KF_NULL},         \
-        {"use_cpu", KT_BOOL, NULL, KF_NULL}, {"debug", KT_BOOL, NULL, KF_NULL},                    \
-        {"enable_cpu_affinity", KT_BOOL, NULL, KF_NULL},                                           \
+    {"compute_environment", KT_ENUM, compute_envs, 0}, {"distributed_type", KT_ANY, NULL, 0},      \
+        {"mixed_precision", KT_ANY, NULL, KF_NULL}, {"use_cpu", KT_BOOL, NULL, KF_NULL},           \
+        {"debug", KT_BOOL, NULL, KF_NULL}, {"enable_cpu_affinity", KT_BOOL, NULL, KF_NULL},        \
         {"dynamo_config", KT_MAP, NULL, KF_NULL, 0, 0, NULL, &dyn_section},                        \
         {"gpu_ids", KT_ANY, NULL, KF_NULL},                                                        \
         {"num_machines", KT_INT, NULL, KF_NULL, 0, 0, NULL, NULL, 1, 1 << 20},                     \
         {"fp16", KT_BOOL, NULL, KF_LEGACY | KF_NULL, 0, 0, "mixed_precision: fp16"},               \
-        {"dynamo_backend", KT_ANY, NULL, KF_LEGACY | KF_NULL, 0, 0,                                \
-         "dynamo_config: {dynamo_backend: ...}"}
+    {                                                                                              \
+        "dynamo_backend", KT_ANY, NULL, KF_LEGACY | KF_NULL, 0, 0,                                 \
+            "dynamo_config: {dynamo_backend: ...}"                                                 \
+    }
 
 static const struct key_spec cluster_keys[] = {
     BASE_KEYS,
@@ -244,7 +253,7 @@ static const struct key_spec sagemaker_keys[] = {
 };
 const struct section schema_sagemaker = {"", NULL, NULL, 0, sagemaker_keys, N(sagemaker_keys)};
 
-const struct section *const schema_sections[] = {&fsdp_section, &ds_section, &meg_section,
+const struct section *const schema_sections[] = {&fsdp_section, &ds_section,  &meg_section,
                                                  &dyn_section,  &fp8_section, &par_section,
                                                  &mpi_section,  NULL};
 

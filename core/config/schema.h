@@ -37,7 +37,7 @@ struct key_spec {
     unsigned removed;    /* first version that rejects or ignores it; 0 = never */
     const char *instead; /* for removed, legacy and no-op keys: what to write */
     const struct section *sub;
-    long min, max;       /* KT_INT range when min <= max */
+    long min, max; /* KT_INT range when min <= max */
 };
 
 struct section {

@@ -75,8 +75,8 @@ static void read_env(struct accel_site *site, const struct accel_val *env, struc
         if (accel_buf_printf(&b, "%s=", p->key) != ACCEL_OK ||
             accel_val_pystr(&p->val, &b) != ACCEL_OK) {
             accel_buf_free(&b);
-            accel_diag_add(d, ACCEL_SEV_ERROR, &p->val.mark, path,
-                           "value longer than %d bytes", MAX_ENV_VALUE);
+            accel_diag_add(d, ACCEL_SEV_ERROR, &p->val.mark, path, "value longer than %d bytes",
+                           MAX_ENV_VALUE);
             continue;
         }
         if (p->val.type == ACCEL_V_BOOL) {
@@ -182,33 +182,31 @@ fail:
     return ACCEL_ECONFIG;
 }
 
-enum accel_err accel_site_load_buffer(struct accel_site *site, const char *name, const char *data,
-                                      size_t len, unsigned version, struct accel_diags *diags,
-                                      struct accel_error *err)
+/* Reads `name` from disk when `data` is NULL, else parses `data`. */
+static enum accel_err load(struct accel_site *site, const char *name, const char *data, size_t len,
+                           unsigned version, struct accel_diags *diags, struct accel_error *err)
 {
     enum accel_err rc;
 
     accel_site_init(site);
-    rc = accel_doc_parse(&site->doc, name, data, len, NULL, NULL, err);
+    rc = data ? accel_doc_parse(&site->doc, name, data, len, NULL, NULL, err)
+              : accel_doc_load(&site->doc, name, NULL, NULL, err);
     if (rc != ACCEL_OK) {
-        struct accel_mark m = {err->file, err->line, err->column};
-        accel_diag_add(diags, ACCEL_SEV_ERROR, &m, err->key, "%s", err->msg);
+        accel_diag_from_error(diags, err);
         return rc;
     }
     return read_site(site, version ? version : ACCEL_VERSION_NEWEST, diags, err);
 }
 
+enum accel_err accel_site_load_buffer(struct accel_site *site, const char *name, const char *data,
+                                      size_t len, unsigned version, struct accel_diags *diags,
+                                      struct accel_error *err)
+{
+    return load(site, name, data ? data : "", len, version, diags, err);
+}
+
 enum accel_err accel_site_load(struct accel_site *site, const char *path, unsigned version,
                                struct accel_diags *diags, struct accel_error *err)
 {
-    enum accel_err rc;
-
-    accel_site_init(site);
-    rc = accel_doc_load(&site->doc, path, NULL, NULL, err);
-    if (rc != ACCEL_OK) {
-        struct accel_mark m = {err->file, err->line, err->column};
-        accel_diag_add(diags, ACCEL_SEV_ERROR, &m, err->key, "%s", err->msg);
-        return rc;
-    }
-    return read_site(site, version ? version : ACCEL_VERSION_NEWEST, diags, err);
+    return load(site, path, NULL, 0, version, diags, err);
 }

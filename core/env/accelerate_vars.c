@@ -44,13 +44,27 @@ static void device_ids(struct envlist *l, const struct accel_cfg *cfg)
     /* accelerate picks the variable by the devices of the launching host;
      * accelrun picks it by the config's device type (docs/differences.md). */
     switch (cfg->dist) {
-    case ACCEL_DIST_MULTI_XPU: name = "ZE_AFFINITY_MASK"; break;
-    case ACCEL_DIST_MULTI_MLU: name = "MLU_VISIBLE_DEVICES"; break;
-    case ACCEL_DIST_MULTI_SDAA: name = "SDAA_VISIBLE_DEVICES"; break;
-    case ACCEL_DIST_MULTI_MUSA: name = "MUSA_VISIBLE_DEVICES"; break;
-    case ACCEL_DIST_MULTI_NPU: name = "ASCEND_RT_VISIBLE_DEVICES"; break;
-    case ACCEL_DIST_MULTI_HPU: name = "HABANA_VISIBLE_MODULES"; break;
-    case ACCEL_DIST_MULTI_NEURON: name = "NEURON_RT_VISIBLE_CORES"; break;
+    case ACCEL_DIST_MULTI_XPU:
+        name = "ZE_AFFINITY_MASK";
+        break;
+    case ACCEL_DIST_MULTI_MLU:
+        name = "MLU_VISIBLE_DEVICES";
+        break;
+    case ACCEL_DIST_MULTI_SDAA:
+        name = "SDAA_VISIBLE_DEVICES";
+        break;
+    case ACCEL_DIST_MULTI_MUSA:
+        name = "MUSA_VISIBLE_DEVICES";
+        break;
+    case ACCEL_DIST_MULTI_NPU:
+        name = "ASCEND_RT_VISIBLE_DEVICES";
+        break;
+    case ACCEL_DIST_MULTI_HPU:
+        name = "HABANA_VISIBLE_MODULES";
+        break;
+    case ACCEL_DIST_MULTI_NEURON:
+        name = "NEURON_RT_VISIBLE_CORES";
+        break;
     case ACCEL_DIST_NO:
     case ACCEL_DIST_MULTI_CPU:
     case ACCEL_DIST_MULTI_GPU:
@@ -138,20 +152,34 @@ static void megatron_vars(struct envlist *l, const struct accel_cfg *cfg)
     /* Always exported, then each optional one when not None. */
     static const char *const always[] = {"tp_degree", "use_custom_fsdp", "pp_degree",
                                          "gradient_clipping"};
-    static const char *const optional[] = {
-        "no_load_optim", "eod_mask_loss", "no_save_optim", "optimizer_cpu_offload",
-        "use_precision_aware_optimizer", "overlap_cpu_optimizer_d2h_h2d",
-        "decoder_last_pipeline_num_layers", "num_micro_batches", "sequence_parallelism",
-        "recompute_activations", "use_distributed_optimizer", "recompute_granularity",
-        "recompute_method", "recompute_num_layers", "attention_backend",
-        "expert_model_parallel_size", "context_parallel_size", "attention_dropout",
-        "hidden_dropout", "attention_softmax_in_fp32", "expert_tensor_parallel_size",
-        "calculate_per_token_loss", "use_rotary_position_embeddings"};
+    static const char *const optional[] = {"no_load_optim",
+                                           "eod_mask_loss",
+                                           "no_save_optim",
+                                           "optimizer_cpu_offload",
+                                           "use_precision_aware_optimizer",
+                                           "overlap_cpu_optimizer_d2h_h2d",
+                                           "decoder_last_pipeline_num_layers",
+                                           "num_micro_batches",
+                                           "sequence_parallelism",
+                                           "recompute_activations",
+                                           "use_distributed_optimizer",
+                                           "recompute_granularity",
+                                           "recompute_method",
+                                           "recompute_num_layers",
+                                           "attention_backend",
+                                           "expert_model_parallel_size",
+                                           "context_parallel_size",
+                                           "attention_dropout",
+                                           "hidden_dropout",
+                                           "attention_softmax_in_fp32",
+                                           "expert_tensor_parallel_size",
+                                           "calculate_per_token_loss",
+                                           "use_rotary_position_embeddings"};
     char attr[96], name[96];
 
     envlist_set(l, "ACCELERATE_USE_MEGATRON_LM", "true");
-    for (size_t i = 0; i < sizeof(always) / sizeof(always[0]) + sizeof(optional) / sizeof(optional[0]);
-         i++) {
+    for (size_t i = 0;
+         i < sizeof(always) / sizeof(always[0]) + sizeof(optional) / sizeof(optional[0]); i++) {
         bool is_always = i < sizeof(always) / sizeof(always[0]);
         const char *base = is_always ? always[i] : optional[i - sizeof(always) / sizeof(always[0])];
         snprintf(attr, sizeof(attr), "megatron_lm_%s", base);
@@ -178,9 +206,10 @@ static void parallelism_vars(struct envlist *l, const struct accel_cfg *cfg)
     if (p == NULL || p->val.type != ACCEL_V_MAP || p->val.u.map.n == 0)
         return;
     envlist_set(l, "ACCELERATE_USE_PARALLELISM_CONFIG", "true");
-    set_always(l, cfg, "PARALLELISM_CONFIG_DP_REPLICATE_SIZE", "parallelism_config_dp_replicate_size",
+    set_always(l, cfg, "PARALLELISM_CONFIG_DP_REPLICATE_SIZE",
+               "parallelism_config_dp_replicate_size", false);
+    set_always(l, cfg, "PARALLELISM_CONFIG_DP_SHARD_SIZE", "parallelism_config_dp_shard_size",
                false);
-    set_always(l, cfg, "PARALLELISM_CONFIG_DP_SHARD_SIZE", "parallelism_config_dp_shard_size", false);
     set_always(l, cfg, "PARALLELISM_CONFIG_TP_SIZE", "parallelism_config_tp_size", false);
     set_always(l, cfg, "PARALLELISM_CONFIG_CP_SIZE", "parallelism_config_cp_size", false);
     set_always(l, cfg, "PARALLELISM_CONFIG_CP_BACKEND", "parallelism_config_cp_backend", false);
@@ -212,7 +241,8 @@ static void deepspeed_vars(struct envlist *l, const struct accel_cfg *cfg)
     set_if(l, cfg, "ACCELERATE_DEEPSPEED_ZERO_STAGE", "zero_stage", false);
     set_if(l, cfg, "ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "gradient_accumulation_steps", false);
     set_if(l, cfg, "ACCELERATE_GRADIENT_CLIPPING", "gradient_clipping", true);
-    set_if(l, cfg, "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "offload_optimizer_device", true);
+    set_if(l, cfg, "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "offload_optimizer_device",
+           true);
     set_if(l, cfg, "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", "offload_param_device", true);
     set_if(l, cfg, "ACCELERATE_DEEPSPEED_ZERO3_INIT", "zero3_init_flag", true);
     set_if(l, cfg, "ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL", "zero3_save_16bit_model", true);

@@ -17,8 +17,9 @@ static enum accel_err make_world(const struct accel_cfg *cfg, const struct accel
 
     memset(w, 0, sizeof(*w));
     if (lay->nnodes == 0 || lay->nproc_per_node == 0)
-        return accel_error_set(err, ACCEL_ELAYOUT, "the layout needs at least one node and one "
-                                                   "process per node");
+        return accel_error_set(err, ACCEL_ELAYOUT,
+                               "the layout needs at least one node and one "
+                               "process per node");
     if (lay->node_rank >= lay->nnodes)
         return accel_error_set(err, ACCEL_ELAYOUT, "node rank %u is not below the node count %u",
                                lay->node_rank, lay->nnodes);
@@ -49,11 +50,11 @@ static enum accel_err make_world(const struct accel_cfg *cfg, const struct accel
                                "the config says num_machines: %ld, the job has %u nodes; make them "
                                "equal or leave num_machines out",
                                cfg->num_machines, w->nnodes);
-    w->master_addr = lay->master_addr ? lay->master_addr
-                     : (cfg->main_process_ip && (cfg->num_machines > 1 ||
-                                                 cfg->launcher == ACCEL_LAUNCH_SIMPLE))
-                         ? cfg->main_process_ip
-                         : "127.0.0.1";
+    w->master_addr =
+        lay->master_addr ? lay->master_addr
+        : (cfg->main_process_ip && (cfg->num_machines > 1 || cfg->launcher == ACCEL_LAUNCH_SIMPLE))
+            ? cfg->main_process_ip
+            : "127.0.0.1";
     if (lay->master_port != 0)
         w->master_port = lay->master_port;
     else if (cfg->main_process_port > 0)
@@ -170,10 +171,11 @@ enum accel_err accel_env_build(const struct accel_cfg *cfg, const struct accel_l
     out->v = NULL;
     out->n = 0;
     if (cfg->launcher == ACCEL_LAUNCH_NONE)
-        return accel_error_set(err, ACCEL_EUNSUPPORTED,
-                               "%s configs are not launched by accelrun (accelerate hands them to %s)",
-                               cfg->sagemaker ? "SageMaker" : cfg->dist_name,
-                               cfg->sagemaker ? "AWS SageMaker" : "torch_xla");
+        return accel_error_set(
+            err, ACCEL_EUNSUPPORTED,
+            "%s configs are not launched by accelrun (accelerate hands them to %s)",
+            cfg->sagemaker ? "SageMaker" : cfg->dist_name,
+            cfg->sagemaker ? "AWS SageMaker" : "torch_xla");
     rc = make_world(cfg, lay, opts != NULL && opts->job_wins, &w, err);
     if (rc != ACCEL_OK)
         return rc;

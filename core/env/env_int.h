@@ -9,8 +9,8 @@
 
 struct world {
     unsigned nnodes, node_rank, nproc_per_node, world_size;
-    long rank;             /* -1 for the node-level set */
-    int local_rank;        /* -1 for the node-level set */
+    long rank;      /* -1 for the node-level set */
+    int local_rank; /* -1 for the node-level set */
     const char *master_addr;
     unsigned master_port;
     unsigned omp_threads;

@@ -30,8 +30,8 @@ enum accel_err accel_buf_add(struct accel_buf *b, const char *s, size_t n) ACCEL
 enum accel_err accel_buf_puts(struct accel_buf *b, const char *s) ACCEL_WUR;
 
 /* Appends formatted text. */
-enum accel_err accel_buf_printf(struct accel_buf *b, const char *fmt, ...) ACCEL_PRINTF(2, 3)
-    ACCEL_WUR;
+enum accel_err accel_buf_printf(struct accel_buf *b, const char *fmt, ...)
+    ACCEL_PRINTF(2, 3) ACCEL_WUR;
 
 /* The content as a C string ("" when empty); valid until the next change. */
 const char *accel_buf_str(const struct accel_buf *b);

@@ -27,7 +27,7 @@
 #include "accel/value.h"
 
 /* accelerate versions as one number: ACCEL_VERSION(1, 15, 0) == 11500. */
-#define ACCEL_VERSION(ma, mi, pa) ((ma) * 10000u + (mi) * 100u + (pa))
+#define ACCEL_VERSION(ma, mi, pa) ((ma)*10000u + (mi)*100u + (pa))
 #define ACCEL_VERSION_OLDEST ACCEL_VERSION(1, 0, 0)
 #define ACCEL_VERSION_NEWEST ACCEL_VERSION(1, 15, 0)
 
@@ -73,22 +73,22 @@ struct accel_cfg_opts {
 };
 
 struct accel_cfg {
-    char *file;             /* the user's file, for messages */
-    struct accel_val tree;  /* merged: defaults < user < enforced */
-    bool sagemaker;         /* compute_environment AMAZON_SAGEMAKER */
+    char *file;            /* the user's file, for messages */
+    struct accel_val tree; /* merged: defaults < user < enforced */
+    bool sagemaker;        /* compute_environment AMAZON_SAGEMAKER */
     enum accel_dist dist;
     enum accel_launcher launcher;
-    const char *dist_name;  /* "MULTI_GPU", static */
+    const char *dist_name;   /* "MULTI_GPU", static */
     char mixed_precision[8]; /* no, fp16, bf16, fp8 (lowercase) */
-    long num_processes;     /* -1 = not given: taken from the job */
-    long num_machines;      /* >= 1 */
-    long machine_rank;      /* as written (accelrun takes node ranks from the job) */
-    char *main_process_ip;  /* NULL = not given */
-    long main_process_port; /* -1 = not given; 0 = pick a free port */
+    long num_processes;      /* -1 = not given: taken from the job */
+    long num_machines;       /* >= 1 */
+    long machine_rank;       /* as written (accelrun takes node ranks from the job) */
+    char *main_process_ip;   /* NULL = not given */
+    long main_process_port;  /* -1 = not given; 0 = pick a free port */
     bool use_cpu;
     bool debug;
-    long fsdp_version;      /* 1 or 2 when dist is FSDP */
-    char *gpu_ids;          /* NULL = all */
+    long fsdp_version; /* 1 or 2 when dist is FSDP */
+    char *gpu_ids;     /* NULL = all */
     /* The attributes `accelerate launch` ends up with (argparse defaults,
      * then the YAML), as a map name -> value; core/env reads it. */
     struct accel_val args;

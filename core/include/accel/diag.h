@@ -42,6 +42,10 @@ void accel_diags_free(struct accel_diags *d);
 void accel_diag_add(struct accel_diags *d, enum accel_sev sev, const struct accel_mark *mark,
                     const char *key, const char *fmt, ...) ACCEL_PRINTF(5, 6);
 
+/* Adds a located error (a file that could not be read or parsed) as an
+ * error finding. */
+void accel_diag_from_error(struct accel_diags *d, const struct accel_error *err);
+
 /* Copies the first error (or, without one, nothing) into `err` as a located
  * error with code `code`, so a front end that shows one line can show it. */
 enum accel_err accel_diags_first_error(const struct accel_diags *d, enum accel_err code,

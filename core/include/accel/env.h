@@ -48,9 +48,9 @@ struct accel_layout {
 struct accel_env_opts {
     const struct accel_plan *plan; /* NULL: no placement */
     const struct accel_site *site; /* NULL: no extra variables */
-    bool job_wins; /* the job's process and node counts override the config's
-                    * num_processes / num_machines instead of contradicting
-                    * them (site slurm_wins; the caller warns) */
+    bool job_wins;                 /* the job's process and node counts override the config's
+                                    * num_processes / num_machines instead of contradicting
+                                    * them (site slurm_wins; the caller warns) */
 };
 
 struct accel_env {

@@ -15,21 +15,24 @@
 #define ACCEL_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
 #define ACCEL_WUR __attribute__((warn_unused_result))
 
-enum accel_err {
-    ACCEL_OK = 0,
-    ACCEL_ENOMEM = 1,       /* an allocation failed */
-    ACCEL_EINVAL = 2,       /* a caller passed an invalid argument */
-    ACCEL_EIO = 3,          /* a system call failed; errno is saved */
-    ACCEL_ETOOBIG = 4,      /* an input exceeded its cap */
-    ACCEL_EPARSE = 5,       /* YAML/JSON syntax error */
-    ACCEL_ECONFIG = 6,      /* the config failed validation */
-    ACCEL_EPOLICY = 7,      /* the config conflicts with the site policy */
-    ACCEL_ENOTFOUND = 8,    /* a file or item does not exist */
-    ACCEL_EPERM = 9,        /* permission denied */
-    ACCEL_EUNSUPPORTED = 10, /* valid for accelerate, not something accelrun runs */
-    ACCEL_ELAYOUT = 11,     /* the job layout does not fit the config */
-    ACCEL_ERR__LAST         /* sentinel, not an error */
-};
+/* The error list, append-only: X(name, value, description). */
+#define ACCEL_ERRORS(X)                                                                            \
+    X(ACCEL_OK, 0, "success")                                                                      \
+    X(ACCEL_ENOMEM, 1, "out of memory")                                                            \
+    X(ACCEL_EINVAL, 2, "invalid argument")                                                         \
+    X(ACCEL_EIO, 3, "input/output error")                                                          \
+    X(ACCEL_ETOOBIG, 4, "input too large")                                                         \
+    X(ACCEL_EPARSE, 5, "syntax error")                                                             \
+    X(ACCEL_ECONFIG, 6, "invalid configuration")                                                   \
+    X(ACCEL_EPOLICY, 7, "conflicts with the site policy")                                          \
+    X(ACCEL_ENOTFOUND, 8, "not found")                                                             \
+    X(ACCEL_EPERM, 9, "permission denied")                                                         \
+    X(ACCEL_EUNSUPPORTED, 10, "not supported by accelrun")                                         \
+    X(ACCEL_ELAYOUT, 11, "job layout does not fit the config")
+
+#define ACCEL_ERR_ENUM(name, value, text) name = value,
+enum accel_err { ACCEL_ERRORS(ACCEL_ERR_ENUM) ACCEL_ERR__LAST };
+#undef ACCEL_ERR_ENUM
 
 /* Caller-owned details of the last failure.  Strings are truncated, never
  * overflowed.  line and column are 1-based; 0 means "not known". */
