@@ -27,6 +27,8 @@ const char cli_check_usage[] =
     "\n"
     "Exit status: 0 no errors (warnings allowed), 1 errors, 2 usage or unreadable file.\n";
 
+static char prog_name[] = "accelrun check";
+
 int cli_check(int argc, char **argv)
 {
     static const struct option opts[] = {CLI_SHARED_OPTIONS,
@@ -46,6 +48,7 @@ int cli_check(int argc, char **argv)
     enum accel_err rc;
     int c, status;
 
+    argv[0] = prog_name; /* getopt's own messages say "accelrun check: ..." */
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         int shared = cli_shared_option(c, optarg, &copts.version, &site_path);
@@ -79,30 +82,25 @@ int cli_check(int argc, char **argv)
         fprintf(stderr, "accelrun check: expected one config FILE\n\n%s", cli_check_usage);
         return CLI_EXIT_USAGE;
     }
-    if (!cli_load_site(site_path, copts.version, &site, json))
-        return CLI_EXIT_FINDINGS;
+    status = cli_load_site(site_path, copts.version, &site, json, stdout);
+    if (status != CLI_EXIT_OK)
+        return status;
     copts.site = site_path ? &site : NULL;
     accel_diags_init(&d);
     accel_error_clear(&err);
     rc = accel_cfg_load(&cfg, argv[optind], &copts, &d, &err);
+    accel_diags_sort(&d);
     if (json)
         cli_print_diags_json(&d, stdout);
     else
         cli_print_diags(&d, stdout);
-    if (rc == ACCEL_OK) {
-        status = CLI_EXIT_OK;
-        if (!json)
-            printf("%s: ok (%s, %zu warning%s)\n", argv[optind], cfg.dist_name, d.warnings,
-                   d.warnings == 1 ? "" : "s");
-    } else if (rc == ACCEL_ENOTFOUND || rc == ACCEL_EPERM || rc == ACCEL_EIO ||
-               rc == ACCEL_ENOMEM) {
-        status = CLI_EXIT_USAGE;
-    } else {
-        status = CLI_EXIT_FINDINGS;
-        if (!json)
-            printf("%s: %zu error%s, %zu warning%s\n", argv[optind], d.errors,
-                   d.errors == 1 ? "" : "s", d.warnings, d.warnings == 1 ? "" : "s");
-    }
+    status = cli_exit_status(rc);
+    if (rc == ACCEL_OK && !json)
+        printf("%s: ok (%s, %zu warning%s)\n", argv[optind],
+               cfg.sagemaker ? "a SageMaker config" : cfg.dist_name, d.warnings,
+               d.warnings == 1 ? "" : "s");
+    else if (rc != ACCEL_OK && !json)
+        cli_print_summary(argv[optind], &d, stdout);
     accel_cfg_free(&cfg);
     accel_diags_free(&d);
     accel_site_free(&site);

@@ -5,6 +5,8 @@
 #ifndef ACCELRUN_CLI_H
 #define ACCELRUN_CLI_H
 
+#include <stdio.h>
+
 #include "accel/config.h"
 #include "accel/diag.h"
 #include "accel/site.h"
@@ -39,8 +41,16 @@ bool cli_parse_uint(const char *opt, const char *text, unsigned long lo, unsigne
  * was not, -1 for a bad value (the error is printed). */
 int cli_shared_option(int c, const char *arg, unsigned *version, const char **site);
 
-/* Loads --site FILE (if given) for `version`; prints findings on failure. */
-bool cli_load_site(const char *path, unsigned version, struct accel_site *site, bool json);
+/* Loads --site FILE (if given) for `version`; on failure prints the findings
+ * and a summary to `out`.  Returns a CLI_EXIT_* status. */
+int cli_load_site(const char *path, unsigned version, struct accel_site *site, bool json,
+                  FILE *out);
+
+/* The exit status for a load result: 2 for unreadable files, 1 for findings. */
+int cli_exit_status(enum accel_err rc);
+
+/* "file: N errors, N warnings" */
+void cli_print_summary(const char *file, const struct accel_diags *d, FILE *out);
 
 /* The usage text of a subcommand, also printed by --help. */
 extern const char cli_check_usage[];

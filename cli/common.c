@@ -89,24 +89,56 @@ int cli_shared_option(int c, const char *arg, unsigned *version, const char **si
     return 1;
 }
 
-bool cli_load_site(const char *path, unsigned version, struct accel_site *site, bool json)
+int cli_exit_status(enum accel_err rc)
+{
+    switch (rc) {
+    case ACCEL_OK:
+        return CLI_EXIT_OK;
+    case ACCEL_ENOTFOUND:
+    case ACCEL_EPERM:
+    case ACCEL_EIO:
+    case ACCEL_ENOMEM:
+    case ACCEL_EINVAL:
+        return CLI_EXIT_USAGE;
+    case ACCEL_ETOOBIG:
+    case ACCEL_EPARSE:
+    case ACCEL_ECONFIG:
+    case ACCEL_EPOLICY:
+    case ACCEL_EUNSUPPORTED:
+    case ACCEL_ELAYOUT:
+    case ACCEL_ERR__LAST:
+        break;
+    }
+    return CLI_EXIT_FINDINGS;
+}
+
+void cli_print_summary(const char *file, const struct accel_diags *d, FILE *out)
+{
+    fprintf(out, "%s: %zu error%s, %zu warning%s\n", file, d->errors, d->errors == 1 ? "" : "s",
+            d->warnings, d->warnings == 1 ? "" : "s");
+}
+
+int cli_load_site(const char *path, unsigned version, struct accel_site *site, bool json, FILE *out)
 {
     struct accel_diags d;
     struct accel_error err;
-    bool ok;
+    enum accel_err rc;
 
     accel_site_init(site);
     if (path == NULL)
-        return true;
+        return CLI_EXIT_OK;
     accel_diags_init(&d);
     accel_error_clear(&err);
-    ok = accel_site_load(site, path, version, &d, &err) == ACCEL_OK;
-    if (!ok) {
-        if (json)
-            cli_print_diags_json(&d, stdout);
-        else
-            cli_print_diags(&d, stderr);
+    rc = accel_site_load(site, path, version, &d, &err);
+    if (rc != ACCEL_OK) {
+        accel_diags_sort(&d);
+        if (json) {
+            cli_print_diags_json(&d, out);
+        } else {
+            cli_print_diags(&d, out);
+            cli_print_summary(path, &d, out);
+        }
     }
     accel_diags_free(&d);
-    return ok;
+    return cli_exit_status(rc);
 }

@@ -13,7 +13,7 @@
 
 const char cli_env_usage[] =
     "usage: accelrun env FILE --nnodes N --node-rank R --nproc-per-node P\n"
-    "                         [--local-rank L] [--master-addr A] [--master-port P]\n"
+    "                         [--local-rank L] [--master-addr A] [--master-port PORT]\n"
     "                         [--cpus-per-proc C] [--site FILE] [--accelerate-version V]\n"
     "                         [--format sh|dotenv|json]\n"
     "\n"
@@ -26,7 +26,7 @@ const char cli_env_usage[] =
     "  --nproc-per-node P  processes on each node\n"
     "  --local-rank L      this process on its node, 0 .. P-1\n"
     "  --master-addr A     rank 0's host (default: main_process_ip, else 127.0.0.1)\n"
-    "  --master-port P     rendezvous port (default: main_process_port, else 29500)\n"
+    "  --master-port PORT  rendezvous port (default: main_process_port, else 29500)\n"
     "  --cpus-per-proc C   CPU jobs: cores per process (OMP_NUM_THREADS)\n"
     "  --site FILE         apply the site policy\n"
     "  --format F          sh (export NAME='v'), dotenv (NAME=v, default) or json\n"
@@ -97,6 +97,8 @@ static int print_json(const struct accel_env *env)
     return 0;
 }
 
+static char prog_name[] = "accelrun env";
+
 int cli_env(int argc, char **argv)
 {
     static const struct option opts[] = {{"nnodes", required_argument, NULL, 'n'},
@@ -126,6 +128,7 @@ int cli_env(int argc, char **argv)
     int c, status = CLI_EXIT_FINDINGS;
     enum accel_err rc;
 
+    argv[0] = prog_name; /* getopt's own messages say "accelrun env: ..." */
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         int shared = cli_shared_option(c, optarg, &copts.version, &site_path);
@@ -196,22 +199,27 @@ int cli_env(int argc, char **argv)
                 cli_env_usage);
         return CLI_EXIT_USAGE;
     }
-    if (!cli_load_site(site_path, copts.version, &site, false))
-        return CLI_EXIT_FINDINGS;
+    status = cli_load_site(site_path, copts.version, &site, false, stderr);
+    if (status != CLI_EXIT_OK)
+        return status;
+    status = CLI_EXIT_FINDINGS;
     copts.site = site_path ? &site : NULL;
     eopts.site = copts.site;
     accel_diags_init(&d);
     accel_error_clear(&err);
     rc = accel_cfg_load(&cfg, argv[optind], &copts, &d, &err);
-    if (rc != ACCEL_OK) {
-        cli_print_diags(&d, stderr);
-        status = (rc == ACCEL_ENOTFOUND || rc == ACCEL_EPERM || rc == ACCEL_EIO)
-                     ? CLI_EXIT_USAGE
-                     : CLI_EXIT_FINDINGS;
-        goto out;
-    }
+    accel_diags_sort(&d);
     /* Warnings still matter to someone previewing an environment. */
     cli_print_diags(&d, stderr);
+    if (rc != ACCEL_OK) {
+        status = cli_exit_status(rc);
+        goto out;
+    }
+    if (lay.nnodes > 1 && lay.master_addr == NULL && cfg.main_process_ip == NULL)
+        fprintf(stderr,
+                "%s: warning: %u nodes, no --master-addr and no main_process_ip: MASTER_ADDR "
+                "falls back to 127.0.0.1, which only works on one machine\n",
+                argv[optind], lay.nnodes);
     rc = accel_env_build(&cfg, &lay, &eopts, &env, &err);
     if (rc != ACCEL_OK) {
         fprintf(stderr, "%s: error: %s\n", argv[optind], err.msg);

@@ -11,9 +11,9 @@
 static const char usage[] =
     "usage: accelrun <command> [options]\n"
     "\n"
-    "Run Hugging Face Accelerate configs natively on Slurm, Kubernetes and single\n"
-    "machines: every process gets exactly the environment `accelerate launch` would\n"
-    "give it.\n"
+    "Hugging Face Accelerate configs as the launch itself: check a config before it\n"
+    "waits in a queue, and give every process exactly the environment\n"
+    "`accelerate launch` would give it (on Slurm through the accelrun.so SPANK plugin).\n"
     "\n"
     "commands:\n"
     "  check FILE   validate a config: schema of a given accelerate version, types,\n"

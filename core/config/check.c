@@ -282,8 +282,7 @@ static void check_key(struct walk *w, const struct section *s, const struct acce
     if (k->removed != 0 && w->version >= k->removed) {
         vstr(k->removed, removed, sizeof(removed));
         accel_diag_add(w->d, ACCEL_SEV_ERROR, &p->mark, path,
-                       "removed in accelerate %s (target %s); write %s instead", removed, target,
-                       k->instead);
+                       "removed in accelerate %s (target %s); %s", removed, target, k->instead);
         return;
     }
     if (k->since != 0 && w->version < k->since) {

@@ -138,6 +138,7 @@ static enum accel_err merge_site(struct accel_val *tree, const struct accel_val 
     tree->type = ACCEL_V_MAP;
     tree->u.map.v = NULL;
     tree->u.map.n = 0;
+    tree->mark = user->mark; /* whole-file findings point at the user's file */
     if (site != NULL && site->defaults != NULL && site->defaults->type == ACCEL_V_MAP) {
         rc = merge_into(tree, site->defaults);
         if (rc == ACCEL_OK)
@@ -202,7 +203,7 @@ static enum accel_err load_doc(struct accel_cfg *cfg, struct accel_doc *doc,
             goto out;
         }
     }
-    config__check_rules(&cfg->tree, opts, version, diags);
+    config__check_rules(&cfg->tree, &doc->root, opts, version, diags);
     if (diags->errors > errors_before) {
         rc = ACCEL_ECONFIG;
         goto out;

@@ -82,6 +82,30 @@ void accel_diag_add(struct accel_diags *d, enum accel_sev sev, const struct acce
     d->n++;
 }
 
+static int place_cmp(const struct accel_diag *a, const struct accel_diag *b)
+{
+    int c = strcmp(a->file, b->file);
+    if (c != 0)
+        return c;
+    if (a->line != b->line)
+        return a->line < b->line ? -1 : 1;
+    return (a->col > b->col) - (a->col < b->col);
+}
+
+void accel_diags_sort(struct accel_diags *d)
+{
+    /* Insertion sort: stable, and the list is capped at ACCEL_MAX_DIAGS. */
+    for (size_t i = 1; i < d->n; i++) {
+        struct accel_diag g = d->v[i];
+        size_t j = i;
+        while (j > 0 && place_cmp(&d->v[j - 1], &g) > 0) {
+            d->v[j] = d->v[j - 1];
+            j--;
+        }
+        d->v[j] = g;
+    }
+}
+
 void accel_diag_from_error(struct accel_diags *d, const struct accel_error *err)
 {
     struct accel_mark m = {err->file, err->line, err->column};

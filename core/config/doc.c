@@ -163,7 +163,8 @@ string:
 static enum accel_err check_collection_tag(struct loader *ld, const yaml_event_t *ev)
 {
     bool seq = ev->type == YAML_SEQUENCE_START_EVENT;
-    const char *tag = (const char *)(seq ? ev->data.sequence_start.tag : ev->data.mapping_start.tag);
+    const char *tag =
+        (const char *)(seq ? ev->data.sequence_start.tag : ev->data.mapping_start.tag);
 
     if (tag == NULL || strcmp(tag, "!") == 0 ||
         strcmp(tag, seq ? "tag:yaml.org,2002:seq" : "tag:yaml.org,2002:map") == 0)

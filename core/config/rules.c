@@ -16,7 +16,8 @@
 #include "schema.h"
 
 struct rules {
-    const struct accel_val *root;
+    const struct accel_val *root; /* merged: defaults < user < enforced */
+    const struct accel_val *user; /* the user's file alone */
     const struct accel_cfg_opts *opts;
     unsigned version;
     struct accel_diags *d;
@@ -44,10 +45,20 @@ static const struct accel_pair *nested(const struct rules *r, const char *sectio
     return NULL;
 }
 
+/* A section the user wrote (a site's enforce section is not the user's to
+ * fix, so "ignored" warnings are about the user's file only). */
 static bool nonempty_section(const struct rules *r, const char *section)
 {
-    const struct accel_pair *p = top(r, section);
+    const struct accel_pair *p = accel_map_find(r->user, section);
     return p != NULL && p->val.type == ACCEL_V_MAP && p->val.u.map.n > 0;
+}
+
+/* "section.key" in a static buffer (one finding at a time). */
+static const char *path_of(const char *section, const char *key)
+{
+    static char buf[256];
+    snprintf(buf, sizeof(buf), "%s.%s", section, key);
+    return buf;
 }
 
 static bool is_true(const struct accel_pair *p)
@@ -152,8 +163,9 @@ static void check_mixed_precision(struct rules *r)
     if (p->val.type == ACCEL_V_BOOL) {
         accel_diag_add(r->d, ACCEL_SEV_ERROR, &p->val.mark, "mixed_precision",
                        "unquoted %s is a YAML boolean and accelerate launch crashes on it "
-                       "('bool' object has no attribute 'lower'); write mixed_precision: '%s'",
-                       p->val.u.b ? "yes/on/true" : "no", p->val.u.b ? "bf16" : "no");
+                       "('bool' object has no attribute 'lower'); write mixed_precision: %s",
+                       p->val.u.b ? "yes/on/true" : "no",
+                       p->val.u.b ? "'fp16', 'bf16' or 'fp8'" : "'no'");
         return;
     }
     if (p->val.type != ACCEL_V_STR) {
@@ -255,13 +267,17 @@ static void check_fsdp(struct rules *r, bool is_fsdp)
     /* accelerate checks this with Python truthiness on its CLI defaults, which
      * are the strings "true": leaving cpu_ram_efficient_loading out and setting
      * sync_module_states false fails too. */
-    if (is_false(sync) && !is_false(cpu_ram))
-        accel_diag_add(
-            r->d, ACCEL_SEV_ERROR, &sync->val.mark, "fsdp_config.fsdp_sync_module_states",
-            "false while fsdp_cpu_ram_efficient_loading is %s; accelerate launch refuses "
-            "this: set fsdp_sync_module_states: true or fsdp_cpu_ram_efficient_loading: "
-            "false",
-            cpu_ram ? "true" : "true by default");
+    bool sync_conflict = is_false(sync) && !is_false(cpu_ram);
+    if (sync_conflict)
+        accel_diag_add(r->d, ACCEL_SEV_ERROR, &sync->val.mark,
+                       "fsdp_config.fsdp_sync_module_states",
+                       "false while fsdp_cpu_ram_efficient_loading is %s; accelerate launch "
+                       "refuses this%s: %s",
+                       cpu_ram ? "true" : "true by default",
+                       v == 2 ? " even for FSDP2, which otherwise ignores the key" : "",
+                       v == 2 ? "delete fsdp_sync_module_states"
+                              : "set fsdp_sync_module_states: true or "
+                                "fsdp_cpu_ram_efficient_loading: false");
     if (v == 2) {
         static const char *const v1_only[] = {"fsdp_sharding_strategy", "fsdp_backward_prefetch",
                                               "fsdp_use_orig_params", "fsdp_sync_module_states"};
@@ -269,8 +285,8 @@ static void check_fsdp(struct rules *r, bool is_fsdp)
         const struct accel_pair *fwd = nested(r, "fsdp_config", "fsdp_forward_prefetch");
         for (size_t i = 0; i < sizeof(v1_only) / sizeof(v1_only[0]); i++) {
             const struct accel_pair *q = nested(r, "fsdp_config", v1_only[i]);
-            if (q != NULL && q->val.type != ACCEL_V_NULL)
-                accel_diag_add(r->d, ACCEL_SEV_WARNING, &q->mark, v1_only[i],
+            if (q != NULL && q->val.type != ACCEL_V_NULL && !(q == sync && sync_conflict))
+                accel_diag_add(r->d, ACCEL_SEV_WARNING, &q->mark, path_of("fsdp_config", v1_only[i]),
                                "FSDP1 only: FSDP2 (fsdp_version: 2) ignores it%s",
                                i == 0 ? "; use fsdp_reshard_after_forward: true/false" : "");
         }
@@ -325,7 +341,8 @@ static void check_deepspeed(struct rules *r, bool is_ds)
     for (size_t i = 0; i < sizeof(overridden) / sizeof(overridden[0]); i++) {
         const struct accel_pair *q = nested(r, "deepspeed_config", overridden[i]);
         if (q != NULL)
-            accel_diag_add(r->d, ACCEL_SEV_ERROR, &q->mark, overridden[i],
+            accel_diag_add(r->d, ACCEL_SEV_ERROR, &q->mark,
+                           path_of("deepspeed_config", overridden[i]),
                            "set together with deepspeed_config_file: accelerate's DeepSpeed "
                            "plugin raises ValueError at Accelerator(); set it in the JSON file "
                            "(as \"auto\" or a value) and delete it here");
@@ -349,7 +366,7 @@ static void check_fp8(struct rules *r, const char *mp)
             ok = olp->val.u.list.v[i].type == ACCEL_V_BOOL;
         if (!ok)
             accel_diag_add(r->d, ACCEL_SEV_ERROR, &olp->val.mark,
-                           "fp8_config.override_linear_precision",
+                           "fp8_config.fp8_override_linear_precision",
                            "expected a list of three booleans, e.g. [false, false, false]; "
                            "accelerate reads a string character by character and the run crashes "
                            "(accelerate issue #3489)");
@@ -364,7 +381,7 @@ static void check_fp8(struct rules *r, const char *mp)
         accel_diag_add(r->d, ACCEL_SEV_WARNING,
                        top(r, "mixed_precision") ? &top(r, "mixed_precision")->val.mark
                                                  : &r->root->mark,
-                       "fp8_config.backend",
+                       "fp8_config.fp8_backend",
                        "fp8 without a backend: each node uses whichever of Transformer Engine, "
                        "MS-AMP or torchao it has installed; set fp8_config: {backend: TE} (or AO, "
                        "MSAMP)");
@@ -391,9 +408,10 @@ static void check_layout(struct rules *r, const char *dist, long ngpu_ids)
         accel_diag_add(r->d, ACCEL_SEV_ERROR, &mr->val.mark, "machine_rank",
                        "%ld is not below num_machines (%ld); machine ranks count from 0", rank,
                        machines);
-    if (procs < 0 && dist != NULL && strcmp(dist, "NO") != 0)
+    if (np == NULL && dist != NULL && strcmp(dist, "NO") != 0)
         accel_diag_add(r->d, ACCEL_SEV_NOTE, &r->root->mark, "num_processes",
-                       "not given: accelrun takes it from the job (Slurm tasks, or -n); "
+                       "not given: accelrun takes it from the job (the Slurm step's tasks, or "
+                       "--nnodes x --nproc-per-node); "
                        "accelerate launch alone would ask for --num_processes");
     if (dist != NULL && strcmp(dist, "NO") == 0 && procs > 1)
         accel_diag_add(r->d, ACCEL_SEV_WARNING, &np->val.mark, "num_processes",
@@ -445,10 +463,10 @@ static void check_shadowed(struct rules *r)
     (void)same;
 }
 
-void config__check_rules(const struct accel_val *root, const struct accel_cfg_opts *opts,
-                         unsigned version, struct accel_diags *d)
+void config__check_rules(const struct accel_val *root, const struct accel_val *user,
+                         const struct accel_cfg_opts *opts, unsigned version, struct accel_diags *d)
 {
-    struct rules r = {root, opts, version, d};
+    struct rules r = {root, user, opts, version, d};
     const struct accel_pair *ce;
     bool sagemaker;
     const char *dist;

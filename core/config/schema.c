@@ -76,7 +76,7 @@ static const struct key_spec fsdp_keys[] = {
     {"fsdp_activation_checkpointing_offload", KT_BOOL, NULL, KF_NULL, V(1, 15, 0)},
     {"fsdp_ignored_modules", KT_STR, NULL, KF_NULL, V(1, 10, 0)},
     {"fsdp_backward_prefetch_policy", KT_ANY, NULL, KF_NULL, 0, V(1, 0, 0),
-     "fsdp_backward_prefetch"},
+     "write fsdp_backward_prefetch instead"},
 };
 static const struct section fsdp_section = {"fsdp_config", "fsdp_",     "fsdp", 0,
                                             fsdp_keys,     N(fsdp_keys)};
@@ -148,7 +148,8 @@ static const struct section dyn_section = {"dynamo_config", "dynamo_", "dynamo_"
 
 /* -------------------------------------------------------------- fp8_config */
 static const struct key_spec fp8_keys[] = {
-    {"fp8_backend", KT_ENUM, fp8_backends, KF_CASEI | KF_NULL},
+    /* Accelerator() parses the variable with an upper-case enum */
+    {"fp8_backend", KT_ENUM, fp8_backends, KF_NULL},
     {"fp8_use_autocast_during_eval", KT_BOOL, NULL, KF_NULL},
     {"fp8_margin", KT_INT, NULL, KF_NULL},
     {"fp8_interval", KT_INT, NULL, KF_NULL, 0, 0, NULL, NULL, 1, 1 << 30},
@@ -187,7 +188,7 @@ static const struct section par_section = {"parallelism_config", NULL, NULL, 0, 
 static const struct key_spec mpi_keys[] = {
     {"mpirun_hostfile", KT_STR, NULL, KF_NULL},
     {"mpirun_ccl", KT_INT, NULL, KF_NULL, V(1, 8, 0), V(1, 13, 0),
-     "nothing: oneCCL support was removed from accelerate; delete the key"},
+     "delete the key: accelerate dropped oneCCL support"},
 };
 static const struct section mpi_section = {"mpirun_config", NULL, NULL, 0, mpi_keys, N(mpi_keys)};
 
@@ -230,9 +231,9 @@ static const struct key_spec cluster_keys[] = {
     {"tpu_vm", KT_STRLIST, NULL, KF_NULL},
     {"tpu_env", KT_STRLIST, NULL, KF_NULL},
     {"ipex_config", KT_MAP, NULL, KF_NULL, 0, V(1, 13, 0),
-     "nothing: IPEX support was removed from accelerate; delete the key"},
+     "delete the key: accelerate dropped IPEX support"},
     {"tp_config", KT_MAP, NULL, KF_NULL, V(1, 4, 0), V(1, 7, 0),
-     "parallelism_config: {parallelism_config_tp_size: N}"},
+     "write parallelism_config: {parallelism_config_tp_size: N} instead"},
 };
 const struct section schema_cluster = {"", NULL, NULL, 0, cluster_keys, N(cluster_keys)};
 

@@ -41,15 +41,15 @@ static enum accel_err make_world(const struct accel_cfg *cfg, const struct accel
                                w->world_size, w->rank);
     if (!job_wins && cfg->num_processes > 0 && (unsigned long)cfg->num_processes != w->world_size)
         return accel_error_set(err, ACCEL_ELAYOUT,
-                               "the config says num_processes: %ld, the job has %u processes; "
+                               "the config says num_processes: %ld, the job has %u process%s; "
                                "make them equal or leave num_processes out",
-                               cfg->num_processes, w->world_size);
+                               cfg->num_processes, w->world_size, w->world_size == 1 ? "" : "es");
     if (!job_wins && accel_map_find(&cfg->tree, "num_machines") != NULL &&
         (unsigned long)cfg->num_machines != w->nnodes)
         return accel_error_set(err, ACCEL_ELAYOUT,
-                               "the config says num_machines: %ld, the job has %u nodes; make them "
+                               "the config says num_machines: %ld, the job has %u node%s; make them "
                                "equal or leave num_machines out",
-                               cfg->num_machines, w->nnodes);
+                               cfg->num_machines, w->nnodes, w->nnodes == 1 ? "" : "s");
     w->master_addr =
         lay->master_addr ? lay->master_addr
         : (cfg->main_process_ip && (cfg->num_machines > 1 || cfg->launcher == ACCEL_LAUNCH_SIMPLE))

@@ -46,6 +46,10 @@ void accel_diag_add(struct accel_diags *d, enum accel_sev sev, const struct acce
  * error finding. */
 void accel_diag_from_error(struct accel_diags *d, const struct accel_error *err);
 
+/* Orders the findings by file, line and column, keeping the order of
+ * findings at the same place (a stable sort). */
+void accel_diags_sort(struct accel_diags *d);
+
 /* Copies the first error (or, without one, nothing) into `err` as a located
  * error with code `code`, so a front end that shows one line can show it. */
 enum accel_err accel_diags_first_error(const struct accel_diags *d, enum accel_err code,
