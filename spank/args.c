@@ -32,16 +32,17 @@ void plugin_args_parse(struct plugin_args *args, int ac, char **av)
     args->port_base = ACCEL_PORT_BASE_DEFAULT;
     args->port_range = ACCEL_PORT_RANGE_DEFAULT;
     args->error[0] = '\0';
+    args->ports_given = false;
     for (int i = 0; i < ac; i++) {
         const char *a = av[i];
         if (strncmp(a, "site=", 5) == 0 && a[5] == '/' && strlen(a + 5) < sizeof(args->site)) {
             snprintf(args->site, sizeof(args->site), "%s", a + 5);
         } else if (strncmp(a, "port_base=", 10) == 0 &&
                    parse_port(a + 10, 1024, 65535, &args->port_base)) {
-            continue;
+            args->ports_given = true;
         } else if (strncmp(a, "port_range=", 11) == 0 &&
                    parse_port(a + 11, 1, 64512, &args->port_range)) {
-            continue;
+            args->ports_given = true;
         } else {
             snprintf(args->error, sizeof(args->error),
                      "plugstack.conf: bad argument '%.200s' (known: site=/ABSOLUTE/PATH, "

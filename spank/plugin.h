@@ -27,6 +27,7 @@ struct plugin_args {
     char site[MAX_PATH_ARG]; /* site=FILE, "" = none */
     unsigned port_base;      /* port_base= */
     unsigned port_range;     /* port_range= */
+    bool ports_given;        /* either was on the plugstack line: it beats the site file */
     char error[512];         /* a bad argument: "" when all were fine */
 };
 

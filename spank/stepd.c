@@ -153,8 +153,13 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
                  src != ESPANK_SUCCESS ? spank_strerror(src) : err.msg);
         return 0;
     }
-    plugin.master_port =
-        accel_step_port(job_id, step_id, plugin.args.port_base, plugin.args.port_range);
+    /* The plugstack line wins over the site file's accelrun section. */
+    if (plugin.args.ports_given)
+        plugin.master_port = accel_step_port(job_id, step_id, plugin.args.port_base,
+                                             plugin.args.port_range);
+    else
+        plugin.master_port = accel_step_port(job_id, step_id, plugin.site.port_base,
+                                             plugin.site.port_range);
     return 0;
 }
 
