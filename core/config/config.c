@@ -2,6 +2,7 @@
  * config.c: the load pipeline of accel/config.h (parse, merge with the site
  * policy, check, resolve) and accelerate version numbers.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,19 +31,20 @@ enum accel_err accel_version_parse(const char *text, unsigned *out, struct accel
         *out = ACCEL_VERSION_NEWEST;
         return ACCEL_OK;
     }
-    ma = strtoul(text, &end, 10);
-    if (end == text)
+    /* strtoul alone would accept blanks and signs: every part starts with a digit */
+    if (!isdigit((unsigned char)text[0]))
         goto bad;
+    ma = strtoul(text, &end, 10);
     if (*end == '.') {
         const char *s = end + 1;
-        mi = strtoul(s, &end, 10);
-        if (end == s)
+        if (!isdigit((unsigned char)*s))
             goto bad;
+        mi = strtoul(s, &end, 10);
         if (*end == '.') {
             s = end + 1;
-            pa = strtoul(s, &end, 10);
-            if (end == s)
+            if (!isdigit((unsigned char)*s))
                 goto bad;
+            pa = strtoul(s, &end, 10);
         }
     }
     if (*end != '\0' || ma > 99 || mi > 99 || pa > 99)
@@ -142,6 +144,8 @@ static enum accel_err merge_site(struct accel_val *tree, const struct accel_val 
     if (site != NULL && site->defaults != NULL && site->defaults->type == ACCEL_V_MAP) {
         rc = merge_into(tree, site->defaults);
         if (rc == ACCEL_OK)
+            rc = config__migrate(tree);
+        if (rc == ACCEL_OK)
             rc = config__canonicalize(tree, version);
         if (rc != ACCEL_OK)
             return rc;
@@ -151,6 +155,8 @@ static enum accel_err merge_site(struct accel_val *tree, const struct accel_val 
         site->enforce->type != ACCEL_V_MAP)
         return rc;
     rc = accel_val_copy(&enforce, site->enforce);
+    if (rc == ACCEL_OK)
+        rc = config__migrate(&enforce);
     if (rc == ACCEL_OK)
         rc = config__canonicalize(&enforce, version);
     if (rc == ACCEL_OK) {
@@ -190,7 +196,9 @@ static enum accel_err load_doc(struct accel_cfg *cfg, struct accel_doc *doc,
         rc = ACCEL_ECONFIG;
         goto out;
     }
-    rc = config__canonicalize(&doc->root, version);
+    rc = config__migrate(&doc->root);
+    if (rc == ACCEL_OK)
+        rc = config__canonicalize(&doc->root, version);
     if (rc != ACCEL_OK)
         goto out;
     {

@@ -20,6 +20,7 @@ struct loader {
     yaml_parser_t parser;
     const char *file;
     size_t nodes;
+    int flow; /* > 0 inside a [...] or {...} collection */
     accel_dup_cb dup_cb;
     void *dup_ctx;
     struct accel_error *err;
@@ -103,6 +104,37 @@ static enum accel_err int_text_as_float(const char *text, size_t len, struct acc
     return rc;
 }
 
+/* Compares n bytes, ignoring ASCII letter case (not the locale's). */
+static bool ascii_caseeq(const char *a, const char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char x = a[i], y = b[i];
+        if (x >= 'A' && x <= 'Z')
+            x = (char)(x - 'A' + 'a');
+        if (y >= 'A' && y <= 'Z')
+            y = (char)(y - 'A' + 'a');
+        if (x != y)
+            return false;
+    }
+    return true;
+}
+
+/* !!bool as PyYAML's construct_yaml_bool reads it: yes/no/true/false/on/off
+ * in any letter case (yEs too, which the implicit resolver leaves a string). */
+static bool tagged_bool(const char *text, size_t len, struct accel_val *out)
+{
+    static const char *const words[] = {"yes", "true", "on", "no", "false", "off"};
+
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+        if (strlen(words[i]) == len && ascii_caseeq(words[i], text, len)) {
+            out->type = ACCEL_V_BOOL;
+            out->u.b = i < 3;
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Builds a scalar honouring quoting and the core schema tags. */
 static enum accel_err build_scalar(struct loader *ld, const yaml_event_t *ev, struct accel_val *out)
 {
@@ -116,9 +148,27 @@ static enum accel_err build_scalar(struct loader *ld, const yaml_event_t *ev, st
         return located(ld, ACCEL_ETOOBIG, ev->start_mark, NULL,
                        "a scalar is longer than %d bytes; shorten it", ACCEL_MAX_SCALAR);
     out->mark = mark_of(ld, ev->start_mark);
+    if (plain && ld->flow > 0 && memchr(text, '?', len) != NULL) {
+        /* Point at the '?' itself when the scalar is on one line (its text is
+         * then the source text): columns count characters, not bytes. */
+        yaml_mark_t m = ev->start_mark;
+        const char *q = memchr(text, '?', len);
+        if (ev->start_mark.line == ev->end_mark.line)
+            for (const char *c = text; c < q; c++)
+                m.column += (*c & 0xc0) != 0x80;
+        return located(ld, ACCEL_EPARSE, m, NULL, "%s",
+                       "PyYAML ends an unquoted value at '?' inside [...] or {...}; quote it");
+    }
     if (tag != NULL && strcmp(tag, "!") != 0) {
         if (strcmp(tag, "tag:yaml.org,2002:str") == 0)
             goto string;
+        if (strcmp(tag, "tag:yaml.org,2002:null") == 0) {
+            /* PyYAML's construct_yaml_null ignores the text: !!null x is None. */
+            out->type = ACCEL_V_NULL;
+            return ACCEL_OK;
+        }
+        if (strcmp(tag, "tag:yaml.org,2002:bool") == 0 && tagged_bool(text, len, out))
+            return ACCEL_OK;
         for (size_t i = 0; i < sizeof(core_tags) / sizeof(core_tags[0]); i++) {
             if (strcmp(tag, core_tags[i]) != 0)
                 continue;
@@ -223,17 +273,6 @@ static enum accel_err build_sequence(struct loader *ld, int depth, struct accel_
     }
 }
 
-/* Keys keep their text, so a key may carry "!", !!str or a core scalar tag. */
-static bool key_tag_ok(const char *tag)
-{
-    if (strcmp(tag, "!") == 0 || strcmp(tag, "tag:yaml.org,2002:str") == 0)
-        return true;
-    for (size_t i = 0; i < sizeof(core_tags) / sizeof(core_tags[0]); i++)
-        if (strcmp(tag, core_tags[i]) == 0)
-            return true;
-    return false;
-}
-
 static enum accel_err build_mapping(struct loader *ld, int depth, struct accel_val *out)
 {
     size_t cap = 0;
@@ -277,18 +316,26 @@ static enum accel_err build_mapping(struct loader *ld, int depth, struct accel_v
             yaml_event_delete(&kev);
             return rc;
         }
-        if (kev.data.scalar.tag != NULL && !key_tag_ok((const char *)kev.data.scalar.tag)) {
-            rc = located(ld, ACCEL_EPARSE, kev.start_mark, NULL,
-                         "unsupported YAML tag %s on a key; remove the tag",
-                         (const char *)kev.data.scalar.tag);
-            yaml_event_delete(&kev);
-            return rc;
-        }
         if (kev.data.scalar.length > ACCEL_MAX_SCALAR) {
             rc = located(ld, ACCEL_ETOOBIG, kev.start_mark, NULL, "a key is longer than %d bytes",
                          ACCEL_MAX_SCALAR);
             yaml_event_delete(&kev);
             return rc;
+        }
+        /* The key keeps its text, but PyYAML constructs it first: a tag it
+         * does not fit or a '?' inside {...} fails there as in a value.  A
+         * plain = is the one value-only error: as a key PyYAML makes it the
+         * string "=" (flatten_mapping). */
+        if (kev.data.scalar.style != YAML_PLAIN_SCALAR_STYLE || kev.data.scalar.tag != NULL ||
+            kev.data.scalar.length != 1 || kev.data.scalar.value[0] != '=') {
+            struct accel_val kv;
+            memset(&kv, 0, sizeof(kv));
+            rc = build_scalar(ld, &kev, &kv);
+            accel_val_free(&kv);
+            if (rc != ACCEL_OK) {
+                yaml_event_delete(&kev);
+                return rc;
+            }
         }
         memset(&pair, 0, sizeof(pair));
         pair.mark = mark_of(ld, kev.start_mark);
@@ -354,9 +401,15 @@ static enum accel_err build_node(struct loader *ld, yaml_event_t *ev, int depth,
             return ACCEL_EPARSE;
         out->mark = mark_of(ld, ev->start_mark);
         {
-            enum accel_err rc = ev->type == YAML_SEQUENCE_START_EVENT
-                                    ? build_sequence(ld, depth, out)
-                                    : build_mapping(ld, depth, out);
+            bool flow = ev->type == YAML_SEQUENCE_START_EVENT
+                            ? ev->data.sequence_start.style == YAML_FLOW_SEQUENCE_STYLE
+                            : ev->data.mapping_start.style == YAML_FLOW_MAPPING_STYLE;
+            enum accel_err rc;
+
+            ld->flow += flow;
+            rc = ev->type == YAML_SEQUENCE_START_EVENT ? build_sequence(ld, depth, out)
+                                                       : build_mapping(ld, depth, out);
+            ld->flow -= flow;
             if (rc != ACCEL_OK)
                 accel_val_free(out);
             return rc;
@@ -394,6 +447,101 @@ static enum accel_err expect(struct loader *ld, yaml_event_type_t type)
     return rc;
 }
 
+/* A cursor over the raw input that keeps libyaml's position: its character
+ * index counts characters, not bytes, and not a leading byte order mark. */
+struct tab_walk {
+    const unsigned char *p, *end;
+    size_t index;        /* libyaml's character index of *p */
+    unsigned line, col;  /* 0-based, as libyaml marks */
+    bool comment, blank; /* in a comment; previous character was blank */
+};
+
+/* Moves the cursor to character index `to`; false (the cursor at the tab) on
+ * a tab that is neither `inside` a quoted or block scalar nor in a comment. */
+static bool tab_walk_to(struct tab_walk *w, size_t to, bool inside)
+{
+    while (w->index < to && w->p < w->end) {
+        unsigned char c = *w->p;
+        size_t n = 1;
+        bool brk = c == '\n' || (c == '\r' && (w->p + 1 == w->end || w->p[1] != '\n'));
+
+        if (c == '\t' && !inside && !w->comment)
+            return false;
+        if (c == '#' && !inside && w->blank)
+            w->comment = true;
+        if (c >= 0xc0)
+            n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+        if ((size_t)(w->end - w->p) < n)
+            n = (size_t)(w->end - w->p);
+        /* NEL, LS and PS end a line too. */
+        if ((n == 2 && c == 0xc2 && w->p[1] == 0x85) ||
+            (n == 3 && c == 0xe2 && w->p[1] == 0x80 && (w->p[2] == 0xa8 || w->p[2] == 0xa9)))
+            brk = true;
+        w->blank = c == ' ' || c == '\t' || brk || c == '\r';
+        w->p += n;
+        w->index++;
+        w->col++;
+        if (brk) {
+            w->line++;
+            w->col = 0;
+            w->comment = false;
+        }
+    }
+    return true;
+}
+
+/* PyYAML's scanner, unlike libyaml's, separates tokens with spaces only: to
+ * accelerate a tab anywhere but inside a quoted or block scalar or a comment
+ * is "found character '\t' that cannot start any token".  Only when the input
+ * has a tab, its tokens are scanned again and every other tab refused. */
+static enum accel_err check_tabs(struct loader *ld, const char *data, size_t len)
+{
+    struct tab_walk w = {
+        (const unsigned char *)data, (const unsigned char *)data + len, 0, 0, 0, false, true};
+    yaml_parser_t scanner;
+    enum accel_err rc = ACCEL_OK;
+    bool ok = true;
+
+    if (memchr(data, '\t', len) == NULL)
+        return ACCEL_OK;
+    if (len >= 3 && memcmp(data, "\xef\xbb\xbf", 3) == 0)
+        w.p += 3;
+    if (!yaml_parser_initialize(&scanner))
+        return accel_error_set(ld->err, ACCEL_ENOMEM, "out of memory parsing %s", ld->file);
+    yaml_parser_set_input_string(&scanner, (const unsigned char *)data, len);
+    while (ok) {
+        yaml_token_t tok;
+
+        if (!yaml_parser_scan(&scanner, &tok)) {
+            /* The event parser read this input whole, so only memory can
+             * fail here; say what libyaml said if it is something else. */
+            if (scanner.error == YAML_MEMORY_ERROR)
+                rc = accel_error_set(ld->err, ACCEL_ENOMEM, "out of memory parsing %s", ld->file);
+            else
+                rc = located(ld, ACCEL_EPARSE, scanner.problem_mark, NULL, "YAML syntax error: %s",
+                             scanner.problem ? scanner.problem : "syntax error");
+            break;
+        }
+        if (tok.type == YAML_SCALAR_TOKEN && tok.data.scalar.style != YAML_PLAIN_SCALAR_STYLE) {
+            ok = tab_walk_to(&w, tok.start_mark.index, false) &&
+                 tab_walk_to(&w, tok.end_mark.index, true);
+        } else if (tok.type == YAML_STREAM_END_TOKEN) {
+            ok = tab_walk_to(&w, (size_t)-1, false);
+            yaml_token_delete(&tok);
+            break;
+        }
+        yaml_token_delete(&tok);
+    }
+    yaml_parser_delete(&scanner);
+    if (!ok) {
+        yaml_mark_t m = {w.index, w.line, w.col};
+        rc = located(ld, ACCEL_EPARSE, m, NULL, "%s",
+                     "a tab outside quotes: PyYAML (and so accelerate) reads only spaces "
+                     "between YAML tokens; use spaces");
+    }
+    return rc;
+}
+
 enum accel_err accel_doc_parse(struct accel_doc *doc, const char *file, const char *data,
                                size_t len, accel_dup_cb dup_cb, void *dup_ctx,
                                struct accel_error *err)
@@ -411,6 +559,12 @@ enum accel_err accel_doc_parse(struct accel_doc *doc, const char *file, const ch
         accel_error_at(err, file, 0, 0, NULL);
         return accel_error_set(err, ACCEL_ETOOBIG, "%s is %zu bytes; the limit is %u bytes", file,
                                len, ACCEL_MAX_CONFIG_BYTES);
+    }
+    if (len >= 2 && (memcmp(data, "\xff\xfe", 2) == 0 || memcmp(data, "\xfe\xff", 2) == 0)) {
+        /* libyaml would decode UTF-16; accelerate opens the file as UTF-8 and
+         * fails on the byte order mark. */
+        accel_error_at(err, file, 1, 1, NULL);
+        return accel_error_set(err, ACCEL_EPARSE, "%s is UTF-16; save it as UTF-8", file);
     }
     doc->file = accel_strdup(file);
     if (doc->file == NULL)
@@ -437,6 +591,7 @@ enum accel_err accel_doc_parse(struct accel_doc *doc, const char *file, const ch
         yaml_event_delete(&ev);
         doc->root.type = ACCEL_V_NULL;
         doc->root.mark.file = doc->file;
+        rc = check_tabs(&ld, data, len);
         goto out;
     }
     yaml_event_delete(&ev);
@@ -450,6 +605,8 @@ enum accel_err accel_doc_parse(struct accel_doc *doc, const char *file, const ch
     rc = expect(&ld, YAML_DOCUMENT_END_EVENT);
     if (rc == ACCEL_OK)
         rc = expect(&ld, YAML_STREAM_END_EVENT);
+    if (rc == ACCEL_OK)
+        rc = check_tabs(&ld, data, len);
 out:
     yaml_parser_delete(&ld.parser);
     if (rc != ACCEL_OK) {

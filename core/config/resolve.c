@@ -211,6 +211,62 @@ static bool arg_is_none(const struct accel_val *args, const char *key)
     return p == NULL || p->val.type == ACCEL_V_NULL;
 }
 
+static void map_remove(struct accel_val *map, const char *key)
+{
+    struct accel_pair *p = accel_map_find(map, key);
+    size_t i;
+
+    if (p == NULL)
+        return;
+    i = (size_t)(p - map->u.map.v);
+    accel_free(p->key);
+    accel_val_free(&p->val);
+    memmove(p, p + 1, (map->u.map.n - i - 1) * sizeof(*p));
+    map->u.map.n--;
+}
+
+enum accel_err config__migrate(struct accel_val *root)
+{
+    struct accel_pair *p;
+    struct accel_mark mark;
+    enum accel_err rc = ACCEL_OK;
+
+    if (root->type != ACCEL_V_MAP)
+        return ACCEL_OK;
+    p = accel_map_find(root, "fp16");
+    if (p != NULL) {
+        mark = p->mark;
+        if (accel_map_find(root, "mixed_precision") == NULL && accel_val_truthy(&p->val)) {
+            struct accel_val v = {.type = ACCEL_V_STR, .mark = p->val.mark};
+            v.u.s = accel_strdup("fp16");
+            if (v.u.s == NULL)
+                return ACCEL_ENOMEM;
+            rc = config__map_set(root, "mixed_precision", &v, &mark);
+            accel_val_free(&v);
+        }
+        map_remove(root, "fp16");
+    }
+    p = accel_map_find(root, "dynamo_backend");
+    if (rc == ACCEL_OK && p != NULL) {
+        /* Like accelerate, the legacy key replaces any dynamo_config. */
+        struct accel_val section = {.type = ACCEL_V_MAP, .mark = p->mark};
+        struct accel_val backend;
+        mark = p->mark;
+        rc = accel_val_copy(&backend, &p->val);
+        if (rc != ACCEL_OK)
+            return rc;
+        if (!(backend.type == ACCEL_V_STR && strcmp(backend.u.s, "NO") == 0))
+            rc = config__map_set(&section, "dynamo_backend", &backend, &mark);
+        accel_val_free(&backend);
+        if (rc == ACCEL_OK)
+            rc = config__map_set(root, "dynamo_config", &section, &mark);
+        accel_val_free(&section);
+        if (rc == ACCEL_OK)
+            map_remove(root, "dynamo_backend");
+    }
+    return rc;
+}
+
 enum accel_err config__canonicalize(struct accel_val *root, unsigned version)
 {
     if (root->type != ACCEL_V_MAP)
@@ -329,11 +385,6 @@ enum accel_err config__resolve(struct accel_cfg *cfg, unsigned version)
     for (size_t i = 0; rc == ACCEL_OK && root->type == ACCEL_V_MAP && i < root->u.map.n; i++) {
         const struct accel_pair *t = &root->u.map.v[i];
         bool nested = false;
-        /* process_config pops the legacy keys; a legacy dynamo_backend
-         * replaces dynamo_config altogether. */
-        if (strcmp(t->key, "fp16") == 0 || strcmp(t->key, "dynamo_backend") == 0 ||
-            (strcmp(t->key, "dynamo_config") == 0 && accel_map_find(root, "dynamo_backend")))
-            continue;
         for (size_t s = 0; nested_sections[s] != NULL; s++)
             nested |= strcmp(t->key, nested_sections[s]) == 0;
         if (nested) {
@@ -352,14 +403,6 @@ enum accel_err config__resolve(struct accel_cfg *cfg, unsigned version)
     }
     if (rc != ACCEL_OK)
         return rc;
-    /* Legacy top-level dynamo_backend: "NO" means no dynamo config. */
-    p = accel_map_find(root, "dynamo_backend");
-    if (p != NULL && !(p->val.type == ACCEL_V_STR && strcmp(p->val.u.s, "NO") == 0)) {
-        rc = set_copy(args, "dynamo_backend", &p->val, &p->mark);
-        if (rc != ACCEL_OK)
-            return rc;
-    }
-
     /* FSDP1: a strategy stored under fsdp_reshard_after_forward is the
      * strategy (accelrun follows the YAML; see the header comment). */
     p = accel_map_find(
@@ -377,17 +420,11 @@ enum accel_err config__resolve(struct accel_cfg *cfg, unsigned version)
         }
     }
 
-    /* mixed precision: the file's value, else "no"; legacy fp16: true. */
+    /* mixed precision: the file's value (legacy fp16 already migrated), else "no" */
     p = accel_map_find(root, "mixed_precision");
-    if (p != NULL && p->val.type == ACCEL_V_STR) {
-        snprintf(cfg->mixed_precision, sizeof(cfg->mixed_precision), "%s", p->val.u.s);
-        mp_from_config = true;
-    } else {
-        const struct accel_pair *fp16 = accel_map_find(root, "fp16");
-        bool legacy = fp16 != NULL && accel_val_truthy(&fp16->val);
-        snprintf(cfg->mixed_precision, sizeof(cfg->mixed_precision), "%s", legacy ? "fp16" : "no");
-        mp_from_config = legacy;
-    }
+    mp_from_config = p != NULL && p->val.type == ACCEL_V_STR;
+    snprintf(cfg->mixed_precision, sizeof(cfg->mixed_precision), "%s",
+             mp_from_config ? p->val.u.s : "no");
     for (char *c = cfg->mixed_precision; *c; c++)
         *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
     if (arg_is_none(args, "dynamo_backend")) {

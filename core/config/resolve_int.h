@@ -11,6 +11,12 @@
  * types are trusted).  ACCEL_ENOMEM only. */
 enum accel_err config__resolve(struct accel_cfg *cfg, unsigned version);
 
+/* Applies accelerate's loader migrations in place: legacy `fp16: true`
+ * becomes mixed_precision: fp16, a top-level dynamo_backend becomes
+ * dynamo_config (replacing it, as accelerate does).  Run before merging
+ * with the site, so an enforced key cannot be bypassed by a legacy one. */
+enum accel_err config__migrate(struct accel_val *root);
+
 /* Renames nested-section keys to accelerate's canonical names in place
  * (sharding_strategy -> fsdp_sharding_strategy), for targets that prefix. */
 enum accel_err config__canonicalize(struct accel_val *root, unsigned version);

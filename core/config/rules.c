@@ -45,6 +45,12 @@ static const struct accel_pair *nested(const struct rules *r, const char *sectio
     return NULL;
 }
 
+/* The user's own pair for a section (callers first check nonempty_section). */
+static const struct accel_pair *user_section(const struct rules *r, const char *section)
+{
+    return accel_map_find(r->user, section);
+}
+
 /* A section the user wrote (a site's enforce section is not the user's to
  * fix, so "ignored" warnings are about the user's file only). */
 static bool nonempty_section(const struct rules *r, const char *section)
@@ -259,7 +265,7 @@ static void check_fsdp(struct rules *r, bool is_fsdp)
                        "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, HYBRID_SHARD_ZERO2)");
     if (!is_fsdp) {
         if (nonempty_section(r, "fsdp_config"))
-            accel_diag_add(r->d, ACCEL_SEV_WARNING, &top(r, "fsdp_config")->mark, "fsdp_config",
+            accel_diag_add(r->d, ACCEL_SEV_WARNING, &user_section(r, "fsdp_config")->mark, "fsdp_config",
                            "ignored: distributed_type is not FSDP; set distributed_type: FSDP or "
                            "delete fsdp_config");
         return;
@@ -330,7 +336,7 @@ static void check_deepspeed(struct rules *r, bool is_ds)
 
     if (!is_ds) {
         if (nonempty_section(r, "deepspeed_config"))
-            accel_diag_add(r->d, ACCEL_SEV_WARNING, &top(r, "deepspeed_config")->mark,
+            accel_diag_add(r->d, ACCEL_SEV_WARNING, &user_section(r, "deepspeed_config")->mark,
                            "deepspeed_config",
                            "ignored: distributed_type is not DEEPSPEED; set distributed_type: "
                            "DEEPSPEED or delete deepspeed_config");
@@ -350,8 +356,12 @@ static void check_deepspeed(struct rules *r, bool is_ds)
     if (mp != NULL && mp->val.type != ACCEL_V_NULL)
         accel_diag_add(r->d, ACCEL_SEV_ERROR, &mp->mark, "mixed_precision",
                        "set together with deepspeed_config_file: accelerate's DeepSpeed plugin "
-                       "raises ValueError at Accelerator(); set fp16/bf16 in the JSON file and "
-                       "delete mixed_precision here");
+                       "raises ValueError at Accelerator(); %s",
+                       mp->mark.file != NULL && r->user->mark.file != NULL &&
+                               strcmp(mp->mark.file, r->user->mark.file) != 0
+                           ? "this value is the site's default: write mixed_precision: null in "
+                             "your config to drop it, and set fp16/bf16 in the JSON file"
+                           : "set fp16/bf16 in the JSON file and delete mixed_precision here");
 }
 
 static void check_fp8(struct rules *r, const char *mp)
@@ -373,7 +383,7 @@ static void check_fp8(struct rules *r, const char *mp)
     }
     if (!fp8) {
         if (nonempty_section(r, "fp8_config"))
-            accel_diag_add(r->d, ACCEL_SEV_WARNING, &top(r, "fp8_config")->mark, "fp8_config",
+            accel_diag_add(r->d, ACCEL_SEV_WARNING, &user_section(r, "fp8_config")->mark, "fp8_config",
                            "ignored: mixed_precision is not fp8");
         return;
     }
@@ -498,12 +508,12 @@ void config__check_rules(const struct accel_val *root, const struct accel_val *u
     check_fp8(&r, mp ? str_or(mp, NULL) : NULL);
     if (nonempty_section(&r, "megatron_lm_config") &&
         (dist == NULL || strcmp(dist, "MEGATRON_LM") != 0))
-        accel_diag_add(d, ACCEL_SEV_WARNING, &top(&r, "megatron_lm_config")->mark,
+        accel_diag_add(d, ACCEL_SEV_WARNING, &user_section(&r, "megatron_lm_config")->mark,
                        "megatron_lm_config", "ignored: distributed_type is not MEGATRON_LM");
     if (nonempty_section(&r, "parallelism_config") &&
         !(dist != NULL && strcmp(dist, "FSDP") == 0 &&
           int_or(nested(&r, "fsdp_config", "fsdp_version"), 1) == 2))
-        accel_diag_add(d, ACCEL_SEV_WARNING, &top(&r, "parallelism_config")->mark,
+        accel_diag_add(d, ACCEL_SEV_WARNING, &user_section(&r, "parallelism_config")->mark,
                        "parallelism_config",
                        "accelerate's N-D parallelism needs distributed_type FSDP with "
                        "fsdp_version: 2");

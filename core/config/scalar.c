@@ -236,6 +236,34 @@ static void construct_int(const char *text, size_t n, struct accel_val *out)
         out->u.i = (long long)v;
 }
 
+/* float(60**k) as Python converts that int: correctly rounded.  60**k is
+ * 15**k * 2**(2k); 15**k is built exactly in decimal digits and rounded once
+ * by strtod, and the power of two is exact.  Past the double range Python
+ * raises OverflowError; this returns HUGE_VAL (the 174th ':' group). */
+static double pow60(unsigned k)
+{
+    unsigned char dig[220] = {1}; /* little-endian decimal digits of 15**k */
+    char text[sizeof(dig) + 1];
+    size_t nd = 1;
+
+    if (k > 173)
+        return HUGE_VAL;
+    for (unsigned i = 0; i < k; i++) {
+        unsigned carry = 0;
+        for (size_t j = 0; j < nd; j++) {
+            unsigned x = dig[j] * 15u + carry;
+            dig[j] = (unsigned char)(x % 10);
+            carry = x / 10;
+        }
+        for (; carry != 0; carry /= 10)
+            dig[nd++] = (unsigned char)(carry % 10);
+    }
+    for (size_t j = 0; j < nd; j++)
+        text[j] = (char)('0' + dig[nd - 1 - j]);
+    text[nd] = '\0';
+    return ldexp(strtod(text, NULL), 2 * (int)k);
+}
+
 /* float(text) as PyYAML's construct_yaml_float computes it, on text that
  * matched the float pattern.  Sexagesimal parts are summed from the right,
  * in Python's order, so that the rounding is the same.  ACCEL_ENOMEM only
@@ -244,7 +272,8 @@ static enum accel_err construct_float(const char *text, size_t n, struct accel_v
 {
     char stack[128];
     char *tmp, *p, *colon;
-    double sign = 1, v = 0, place = 1;
+    double sign = 1, v = 0;
+    unsigned place = 0; /* the current part is worth 60**place */
 
     tmp = strip_underscores(text, n, stack, sizeof(stack));
     if (tmp == NULL)
@@ -264,11 +293,10 @@ static enum accel_err construct_float(const char *text, size_t n, struct accel_v
         sign = 1;
     } else {
         while ((colon = strrchr(p, ':')) != NULL) {
-            v += strtod(colon + 1, NULL) * place;
-            place *= 60;
+            v += strtod(colon + 1, NULL) * pow60(place++);
             *colon = '\0';
         }
-        v += strtod(p, NULL) * place;
+        v += strtod(p, NULL) * pow60(place);
     }
     out->u.f = sign * v;
     if (tmp != stack)

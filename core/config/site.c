@@ -50,7 +50,8 @@ static void read_env(struct accel_site *site, const struct accel_val *env, struc
     }
     for (size_t i = 0; i < env->u.map.n; i++) {
         const struct accel_pair *p = &env->u.map.v[i];
-        struct accel_buf b;
+        struct accel_buf value, kv;
+        enum accel_err rc;
         char path[256];
 
         snprintf(path, sizeof(path), "accelrun.env.%s", p->key);
@@ -71,23 +72,22 @@ static void read_env(struct accel_site *site, const struct accel_val *env, struc
                            ACCEL_MAX_SITE_ENV);
             return;
         }
-        accel_buf_init(&b, MAX_ENV_NAME + 1 + MAX_ENV_VALUE);
-        if (accel_buf_printf(&b, "%s=", p->key) != ACCEL_OK ||
-            accel_val_pystr(&p->val, &b) != ACCEL_OK) {
-            accel_buf_free(&b);
+        /* NCCL reads 0/1, not Python's True/False. */
+        accel_buf_init(&value, MAX_ENV_VALUE);
+        rc = p->val.type == ACCEL_V_BOOL ? accel_buf_puts(&value, p->val.u.b ? "1" : "0")
+                                         : accel_val_pystr(&p->val, &value);
+        if (rc == ACCEL_ETOOBIG) {
+            accel_buf_free(&value);
             accel_diag_add(d, ACCEL_SEV_ERROR, &p->val.mark, path, "value longer than %d bytes",
                            MAX_ENV_VALUE);
             continue;
         }
-        if (p->val.type == ACCEL_V_BOOL) {
-            /* NCCL reads 0/1, not Python's True/False. */
-            accel_buf_reset(&b);
-            if (accel_buf_printf(&b, "%s=%d", p->key, p->val.u.b ? 1 : 0) != ACCEL_OK) {
-                accel_buf_free(&b);
-                continue;
-            }
-        }
-        site->env[site->nenv] = accel_buf_take(&b);
+        accel_buf_init(&kv, MAX_ENV_NAME + 1 + MAX_ENV_VALUE);
+        if (rc == ACCEL_OK)
+            rc = accel_buf_printf(&kv, "%s=%s", p->key, accel_buf_str(&value));
+        accel_buf_free(&value);
+        site->env[site->nenv] = rc == ACCEL_OK ? accel_buf_take(&kv) : NULL;
+        accel_buf_free(&kv);
         if (site->env[site->nenv] == NULL) {
             d->oom = 1;
             return;
@@ -130,10 +130,13 @@ static void read_accelrun(struct accel_site *site, const struct accel_val *a, st
                            "expected true or false");
         else if (strcmp(p->key, "env") == 0)
             read_env(site, &p->val, d);
-        else
-            accel_diag_add(d, ACCEL_SEV_ERROR, &p->mark, p->key,
+        else {
+            char path[256];
+            snprintf(path, sizeof(path), "accelrun.%s", p->key);
+            accel_diag_add(d, ACCEL_SEV_ERROR, &p->mark, path,
                            "unknown key in the accelrun section; known: port_base, port_range, "
                            "slurm_wins, env");
+        }
     }
     if ((unsigned long)site->port_base + site->port_range > 65536ul)
         accel_diag_add(d, ACCEL_SEV_ERROR, &a->mark, "accelrun.port_range",
@@ -173,6 +176,10 @@ static enum accel_err read_site(struct accel_site *site, unsigned version, struc
             accel_diag_add(d, ACCEL_SEV_ERROR, &p->mark, p->key,
                            "unknown key in a site file; known: defaults, enforce, accelrun");
         }
+    }
+    if (d->oom) {
+        accel_site_free(site);
+        return accel_error_set(err, ACCEL_ENOMEM, "out of memory reading the site file");
     }
     if (d->errors == before)
         return ACCEL_OK;

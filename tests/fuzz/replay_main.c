@@ -77,8 +77,7 @@ static long replay_dir(const char *dir, const char *name, int namelen, int verbo
         if (ran < 0 || stat(path, &st) != 0 || !S_ISREG(st.st_mode))
             goto next;
         if (read_input(path, &data, &len) != 0) {
-            fprintf(stderr, "%.*s: couldn't read %s: %s\n", namelen, name, path,
-                    strerror(errno));
+            fprintf(stderr, "%.*s: couldn't read %s: %s\n", namelen, name, path, strerror(errno));
             ran = -1;
             goto next;
         }

@@ -95,8 +95,7 @@ TEST(err_every_code_has_distinct_texts)
         for (int j = 0; j < i; j++) {
             if (strcmp(s, accel_strerror((enum accel_err)j)) == 0 ||
                 strcmp(n, accel_errname((enum accel_err)j)) == 0)
-                test_fail(__FILE__, __LINE__, "codes %d and %d share a text (%s / %s)", i, j, s,
-                          n);
+                test_fail(__FILE__, __LINE__, "codes %d and %d share a text (%s / %s)", i, j, s, n);
         }
     }
     ASSERT_STR_EQ(accel_errname(ACCEL_OK), "ACCEL_OK");
@@ -108,7 +107,7 @@ TEST(err_unknown_codes)
 {
     ASSERT_STR_EQ(accel_strerror(ACCEL_ERR__LAST), "unknown error");
     ASSERT_STR_EQ(accel_strerror((enum accel_err)999), "unknown error");
-    ASSERT_STR_EQ(accel_strerror((enum accel_err)-1), "unknown error");
+    ASSERT_STR_EQ(accel_strerror((enum accel_err) - 1), "unknown error");
     ASSERT_STR_EQ(accel_errname(ACCEL_ERR__LAST), "ACCEL_E?");
     ASSERT_STR_EQ(accel_errname((enum accel_err)999), "ACCEL_E?");
 }
@@ -584,5 +583,5 @@ TEST_LIST(T(err_every_code_has_distinct_texts), T(err_unknown_codes), T(err_valu
           T(buf_take_and_reset), T(buf_out_of_memory_keeps_content), T(alloc_calloc_overflow),
           T(alloc_hooks_and_strings), T(read_file_round_trip), T(read_file_missing),
           T(read_file_not_regular), T(read_file_over_cap), T(read_file_unreadable),
-          T(read_file_out_of_memory), T(write_durable_replaces_atomically),
-          T(write_durable_mode), T(write_durable_failures_leave_nothing))
+          T(read_file_out_of_memory), T(write_durable_replaces_atomically), T(write_durable_mode),
+          T(write_durable_failures_leave_nothing))

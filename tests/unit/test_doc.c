@@ -184,8 +184,8 @@ TEST(root_shapes)
     struct accel_error err;
 
     /* Empty, blank, comment-only and bare "---" files are None to PyYAML. */
-    static const char *const empties[] = {"", "\n\n", "# only a comment\n", "---\n", "--- ~\n",
-                                          "---\n...\n"};
+    static const char *const empties[] = {"",      "\n\n",    "# only a comment\n",
+                                          "---\n", "--- ~\n", "---\n...\n"};
     for (size_t i = 0; i < sizeof(empties) / sizeof(empties[0]); i++) {
         ASSERT_OK(parse(&doc, empties[i], &err));
         ASSERT_INT_EQ(doc.root.type, ACCEL_V_NULL);
@@ -211,7 +211,10 @@ TEST(root_shapes)
     ASSERT_INT_EQ(AT(&doc.root, "a")->u.i, 1);
     accel_doc_free(&doc);
     /* A UTF-8 byte order mark is allowed. */
-    ASSERT_OK(parse(&doc, "\xef\xbb\xbf" "a: 1\n", &err));
+    ASSERT_OK(parse(&doc,
+                    "\xef\xbb\xbf"
+                    "a: 1\n",
+                    &err));
     ASSERT_INT_EQ(AT(&doc.root, "a")->u.i, 1);
     accel_doc_free(&doc);
 }
@@ -232,7 +235,7 @@ TEST(syntax_errors_are_located)
         {"- a\nb: c\n", 2, 1},          /* a mapping after a list */
         {"{\"a\": 1,,}\n", 1, 9},       /* JSON with an extra comma */
         {"a: \"\\q\"\n", 1, 5},         /* an unknown escape (PyYAML says 1:6) */
-        {"...\n", 1, 1},               /* a document end with no document */
+        {"...\n", 1, 1},                /* a document end with no document */
     };
     struct accel_doc doc;
     struct accel_error err;
@@ -294,8 +297,8 @@ TEST(anchors_and_aliases_are_refused)
             test_fail(__FILE__, __LINE__, "case %zu parsed", i);
         ASSERT_CONTAINS(err.msg, cases[i].msg);
         if (err.line != cases[i].line || err.column != cases[i].col)
-            test_fail(__FILE__, __LINE__, "case %zu: at %u:%u, want %u:%u", i, err.line,
-                      err.column, cases[i].line, cases[i].col);
+            test_fail(__FILE__, __LINE__, "case %zu: at %u:%u, want %u:%u", i, err.line, err.column,
+                      cases[i].line, cases[i].col);
     }
 }
 
@@ -533,10 +536,17 @@ TEST(tags)
     accel_doc_free(&doc);
 
     /* A tag its value does not fit, and tags safe_load has no use for. */
-    static const char *const bad[] = {"a: !!int 1.5\n", "a: !!int abc\n", "a: !!bool 1\n",
-                                      "a: !!float x\n", "a: !!python/object:os.system x\n",
-                                      "a: !custom 1\n", "a: !!set {x}\n", "a: !!str [1]\n",
-                                      "!foo k: 1\n", "<<: {a: 1}\n", "a: =\n"};
+    static const char *const bad[] = {"a: !!int 1.5\n",
+                                      "a: !!int abc\n",
+                                      "a: !!bool 1\n",
+                                      "a: !!float x\n",
+                                      "a: !!python/object:os.system x\n",
+                                      "a: !custom 1\n",
+                                      "a: !!set {x}\n",
+                                      "a: !!str [1]\n",
+                                      "!foo k: 1\n",
+                                      "<<: {a: 1}\n",
+                                      "a: =\n"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         if (parse(&doc, bad[i], &err) != ACCEL_EPARSE)
             test_fail(__FILE__, __LINE__, "%s parsed", bad[i]);
@@ -546,6 +556,69 @@ TEST(tags)
     ASSERT_CONTAINS(err.msg, "tag");
     ASSERT_INT_EQ(err.line, 1);
     ASSERT_INT_EQ(err.column, 4);
+}
+
+/* Where PyYAML's pure-Python scanner (what accelerate runs) is stricter than
+ * libyaml, the parser must refuse too, at the right place. */
+TEST(pyyaml_scanner_rules)
+{
+    static const struct {
+        const char *text;
+        unsigned line, col;
+        const char *msg;
+    } refused[] = {
+        {"a:\tb\n", 1, 3, "tab"},
+        {"a: 1\t\n", 1, 5, "tab"},
+        {"a: b\t# comment\n", 1, 5, "tab"},
+        {"a: [1,\t2]\n", 1, 7, "tab"},
+        {"x: 'q'\na: \"x\ty\"\t\n", 2, 9, "tab"},
+        /* a BOM and a two-byte character before the tab: columns count characters */
+        {"\xef\xbb\xbf\xc3\xa9: \"\t\"\nb: c\td\n", 2, 5, "tab"},
+        {"a: 1\r\nb:\t2\r\n", 2, 3, "tab"},
+        {"v: [a?b]\n", 1, 6, "'?'"},
+        {"v: {k: c?d}\n", 1, 9, "'?'"},
+        {"{a?b: 1}\n", 1, 3, "'?'"},
+        {"[\xc3\xa9\xc3\xa9?]\n", 1, 4, "'?'"},
+        {"{!!int k: 1}\n", 1, 2, "tag"},
+        {"!!bool k: 1\n", 1, 1, "tag"},
+        {"\xff\xfe" "a", 1, 1, "UTF-16"},
+        {"\xfe\xff" "a", 1, 1, "UTF-16"},
+    };
+    static const char *const accepted[] = {
+        "a: 1 # a tab\there\n",
+        "a: 'x\ty'\nb: \"\tz\"\n",
+        "a: |\n  in\tblock\n",
+        "# \t\na: 1\n",
+        "v: a?b\n",
+        "v: [? a]\n",
+        "=: 1\n",
+        "v: !!null anything\n",
+        "v: !!bool yEs\n",
+    };
+    struct accel_doc doc;
+    struct accel_error err;
+
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        enum accel_err rc = parse(&doc, refused[i].text, &err);
+        if (rc != ACCEL_EPARSE)
+            test_fail(__FILE__, __LINE__, "case %zu: got %s, want ACCEL_EPARSE", i,
+                      accel_errname(rc));
+        if (err.line != refused[i].line || err.column != refused[i].col)
+            test_fail(__FILE__, __LINE__, "case %zu: at %u:%u, want %u:%u (%s)", i, err.line,
+                      err.column, refused[i].line, refused[i].col, err.msg);
+        ASSERT_CONTAINS(err.msg, refused[i].msg);
+        ASSERT(doc.file == NULL);
+    }
+    for (size_t i = 0; i < sizeof(accepted) / sizeof(accepted[0]); i++) {
+        if (parse(&doc, accepted[i], &err) != ACCEL_OK)
+            test_fail(__FILE__, __LINE__, "accepted case %zu refused: %s", i, err.msg);
+        accel_doc_free(&doc);
+    }
+    ASSERT_OK(parse(&doc, "=: 1\nv: !!bool OFF\n", &err));
+    ASSERT(accel_map_find(&doc.root, "=") != NULL);
+    ASSERT_INT_EQ(AT(&doc.root, "v")->type, ACCEL_V_BOOL);
+    ASSERT(!AT(&doc.root, "v")->u.b);
+    accel_doc_free(&doc);
 }
 
 /* ---------------------------------------------------------------- values */
@@ -908,6 +981,7 @@ TEST(alloc_failure_torture_shapes)
 TEST_LIST(T(nested_marks), T(json_input), T(root_shapes), T(syntax_errors_are_located),
           T(second_document_is_refused), T(anchors_and_aliases_are_refused), T(depth_cap),
           T(scalar_cap), T(file_size_cap), T(node_cap), T(duplicate_keys_last_wins), T(tags),
+          T(pyyaml_scanner_rules),
           T(equal_follows_python), T(copy_is_deep), T(copy_out_of_memory), T(truthiness),
           T(map_find_and_type_names), T(pystr_cap), T(load_errors), T(corpus_configs_parse),
           T(corpus_sagemaker_no_and_duplicate), T(corpus_fsdp_template),

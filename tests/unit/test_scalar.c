@@ -207,8 +207,7 @@ static bool check_plain(const struct row *r, void *ctx)
     memset(&v, 0, sizeof(v));
     rc = accel_scalar_resolve(r->input, r->input_len, &v);
     if (rc != ACCEL_OK) {
-        test_note("%s:%u: accel_scalar_resolve(%s) returned %d", TSV_PATH, r->lineno, r->input,
-                  rc);
+        test_note("%s:%u: accel_scalar_resolve(%s) returned %d", TSV_PATH, r->lineno, r->input, rc);
         return false;
     }
     ok = check_value(r, &v, "resolve") && !v.quoted;
@@ -318,8 +317,8 @@ TEST(table_is_complete)
     size_t counts[4] = {0, 0, 0, 0}, failed;
     size_t rows = for_each_row(count_row, counts, &failed);
 
-    test_note("%zu rows: %zu plain scalars, %zu documents, %zu corpus files, %zu with a note",
-              rows, counts[0], counts[1], counts[3], counts[2]);
+    test_note("%zu rows: %zu plain scalars, %zu documents, %zu corpus files, %zu with a note", rows,
+              counts[0], counts[1], counts[3], counts[2]);
     ASSERT(counts[0] >= 250);
     ASSERT(counts[1] >= 50);
     /* Most rows must be exact matches, not notes. */
@@ -440,14 +439,22 @@ TEST(float_repr)
         double x;
         const char *want;
     } cases[] = {
-        {1e16, "1e+16"},         {1e15, "1000000000000000.0"},
-        {0.0001, "0.0001"},      {1e-05, "1e-05"},
-        {1.5e-07, "1.5e-07"},    {123456789.0, "123456789.0"},
-        {1e100, "1e+100"},       {2.0 / 3, "0.6666666666666666"},
-        {0.1 + 0.2, "0.30000000000000004"}, {5e-324, "5e-324"},
-        {1.7976931348623157e308, "1.7976931348623157e+308"}, {-2.5, "-2.5"},
-        {9007199254740993.0, "9007199254740992.0"}, {1e22, "1e+22"},
-        {1.2345678901234567e-300, "1.2345678901234568e-300"}, {4.35, "4.35"},
+        {1e16, "1e+16"},
+        {1e15, "1000000000000000.0"},
+        {0.0001, "0.0001"},
+        {1e-05, "1e-05"},
+        {1.5e-07, "1.5e-07"},
+        {123456789.0, "123456789.0"},
+        {1e100, "1e+100"},
+        {2.0 / 3, "0.6666666666666666"},
+        {0.1 + 0.2, "0.30000000000000004"},
+        {5e-324, "5e-324"},
+        {1.7976931348623157e308, "1.7976931348623157e+308"},
+        {-2.5, "-2.5"},
+        {9007199254740993.0, "9007199254740992.0"},
+        {1e22, "1e+22"},
+        {1.2345678901234567e-300, "1.2345678901234568e-300"},
+        {4.35, "4.35"},
     };
     char got[128];
 
@@ -459,6 +466,5 @@ TEST(float_repr)
 }
 
 TEST_LIST(T(table_is_complete), T(plain_scalars_match_pyyaml), T(documents_match_pyyaml),
-          T(corpus_files_match_pyyaml),
-          T(resolve_honours_length), T(resolve_nul_is_string), T(resolve_out_of_memory),
-          T(float_repr))
+          T(corpus_files_match_pyyaml), T(resolve_honours_length), T(resolve_nul_is_string),
+          T(resolve_out_of_memory), T(float_repr))
