@@ -160,6 +160,7 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory unit
 	$(Q)$(MAKE) --no-print-directory fuzz-replay
 	$(Q)sh tests/cli/run.sh $(CLI)
+	$(Q)sh tests/install/run.sh
 	$(Q)$(MAKE) --no-print-directory test-slurm
 
 test-slurm: all
