@@ -78,6 +78,9 @@ PLAIN = [
     # sexagesimal floats
     "190:20:30.15", "1:30.5", "-1:30.5", "+1:30.", "0:30.5", "00:30.5", "1:60.5", "1:30.5e+3",
     "1_0:3_0.5", "1:2:3:4.5",
+    # many places: 60**k is rounded once, as Python converts the int
+    "1" + ":59" * 14 + ".5", "1" + ":59" * 20 + ".5", "1" + ":59" * 50 + ".5",
+    "1" + ":59" * 172 + ".5", "1" + ":00" * 173 + ".0", "1" + ":59" * 10, "1" + ":59" * 11,
     # special floats
     ".inf", ".Inf", ".INF", "-.inf", "-.Inf", "-.INF", "+.inf", "+.Inf", ".nan", ".NaN", ".NAN",
     ".iNF", ".nAN", "-.nan", "+.nan", "inf", "-inf", "nan", "NaN", "infinity", ".infinity",
@@ -145,8 +148,20 @@ DOC = [
     "<<",
     # accepted by PyYAML, refused by accelrun (types a config never needs)
     "!!set {a, b}", "!!omap [a: 1]", "!!pairs [a: 1]", "!!binary aGVsbG8=",
-    "!!timestamp 2001-12-14", "!!float 1e5", "!!null foo", "!!int 0o17", "!!bool yEs",
-    "{<<: {a: 1}, b: 2}",
+    "!!timestamp 2001-12-14", "!!float 1e5", "!!int 0o17", "{<<: {a: 1}, b: 2}",
+    # tags PyYAML's constructors read loosely: !!null ignores the text, !!bool
+    # ignores letter case
+    "!!null foo", "!!null 2,2", "!!bool yEs", "!!bool OFF", "!!bool n",
+    # keys are constructed too, though ours keep their text
+    "{!!str 1: a}", "{!!int 12: a}", "{!!int k: a}", "{!!float v: 1}", "{!!bool k: 1}",
+    "{!!null k: 1}", "{=: 1}", "{'=': 1}",
+    # in [...] and {...} PyYAML ends a plain scalar at '?' (libyaml does not)
+    "[a?b]", "[1, 0:31.5?]", "{a?b: 1}", "{k: a?b}", "{k: 'a?b'}", "a?b", "[?a]", "[? a]",
+    "\n  - a?b",
+    # PyYAML separates tokens with spaces only: a tab outside quotes, block
+    # scalars and comments is an error there (libyaml takes it)
+    "1\t", "\t1", "a\tb", "[a,\tb]", "{a:\tb}", "'a\tb'", '"a\tb"', "|\n  a\tb\n",
+    "a # c\td", "a\t# c", "\n  x:\t1", "\n  x: 1\n\t\n  y: 2", "\n  - 'q'\t",
     # collections: str() uses repr() of the items
     "[]", "{}", "[1, 'a', yes, ~, 1.5, \"x'y\"]", "[no, NO, off, 'no']", "[0.1, 1e+16, 1.0e-5]",
     "[1.0, 1., .5, 1e-05, 0.0001]", "[[1, 2], {c: d}]", "{a: 1, b: [no, 2]}", "['it''s']",
@@ -161,16 +176,14 @@ DOC = [
 ]
 
 # PyYAML raises on these, accelrun knowingly accepts them (as documented in
-# scalar.c: no timestamp validation; 0b_/0x_ resolve to 0).
-LENIENT = {"0b_", "0x_", "2001-13-45"}
+# scalar.c: no timestamp validation; 0b_/0x_ resolve to 0; a sexagesimal
+# float whose 60**k passes the double range is inf or nan, not OverflowError).
+LENIENT = {"0b_", "0x_", "2001-13-45", "1" + ":00" * 174 + ".0"}
 # PyYAML builds a value, accelrun refuses the document with ACCEL_EPARSE.
 REFUSED = {
     "!!set {a, b}", "!!omap [a: 1]", "!!pairs [a: 1]", "!!binary aGVsbG8=",
-    "!!timestamp 2001-12-14", "!!float 1e5", "!!null foo", "!!int 0o17", "!!bool yEs",
-    "{<<: {a: 1}, b: 2}",
+    "!!timestamp 2001-12-14", "!!float 1e5", "!!int 0o17", "{<<: {a: 1}, b: 2}",
 }
-# PyYAML's keys are typed ({True: 'a'}); ours keep their text.
-TYPED_KEYS = {"{1: a}", "{yes: a}"}
 
 INT64 = (-(2**63), 2**63 - 1)
 
@@ -200,6 +213,15 @@ def py_str(v):
     if isinstance(v, (set, frozenset)):
         return "{" + ", ".join(sorted(repr(x) for x in v)) + "}"
     return str(v)
+
+
+def has_typed_key(v):
+    """A dict key that is not a str: PyYAML's keys are typed ({True: 'a'}), ours keep their text."""
+    if isinstance(v, dict):
+        return any(not isinstance(k, str) or has_typed_key(x) for k, x in v.items())
+    if isinstance(v, list):
+        return any(has_typed_key(x) for x in v)
+    return False
 
 
 def type_name(v):
@@ -247,7 +269,7 @@ def row(section, text, ok, v):
         tname, pystr = type_name(v), py_str(v)
         if text in REFUSED:
             note = "refused"
-        elif text in TYPED_KEYS:
+        elif has_typed_key(v):
             note = "typed-keys"
         elif isinstance(v, (datetime.date, datetime.datetime)):
             note = "timestamp"

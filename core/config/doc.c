@@ -3,9 +3,14 @@
  *
  * What it does: one document per file, scalars resolved as PyYAML's
  * SafeLoader resolves them (scalar.c), duplicate keys kept last-wins and
- * reported, a located error for every syntax problem and every cap.
- * What it does not: anchors and aliases (refused), complex keys (refused),
- * tags other than the core !!str/!!int/!!float/!!bool/!!null (refused).
+ * reported, a located error for every syntax problem and every cap.  Where
+ * PyYAML's pure-Python scanner (what accelerate runs) refuses input libyaml
+ * takes, so does this: a tab outside quotes, block scalars and comments, a
+ * '?' inside a plain scalar in [...] or {...}, UTF-16 input, a plain = or <<
+ * value (tests/golden/scalars.tsv holds PyYAML's answers).
+ * What it does not: anchors and aliases (refused), merge keys (refused),
+ * complex keys (refused), tags other than the core !!str/!!int/!!float/
+ * !!bool/!!null/!!seq/!!map (refused).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -323,11 +328,12 @@ static enum accel_err build_mapping(struct loader *ld, int depth, struct accel_v
             return rc;
         }
         /* The key keeps its text, but PyYAML constructs it first: a tag it
-         * does not fit or a '?' inside {...} fails there as in a value.  A
-         * plain = is the one value-only error: as a key PyYAML makes it the
-         * string "=" (flatten_mapping). */
-        if (kev.data.scalar.style != YAML_PLAIN_SCALAR_STYLE || kev.data.scalar.tag != NULL ||
-            kev.data.scalar.length != 1 || kev.data.scalar.value[0] != '=') {
+         * does not fit or a '?' inside {...} fails there as in a value.  (A
+         * plain = is no error as a key: PyYAML's flatten_mapping makes it the
+         * string "=".) */
+        if (kev.data.scalar.tag != NULL ||
+            (ld->flow > 0 && kev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+             !(kev.data.scalar.length == 1 && kev.data.scalar.value[0] == '='))) {
             struct accel_val kv;
             memset(&kv, 0, sizeof(kv));
             rc = build_scalar(ld, &kev, &kv);
