@@ -163,8 +163,9 @@ test: deps
 	$(Q)sh tests/install/run.sh
 	$(Q)$(MAKE) --no-print-directory test-slurm
 
+# The two-node Slurm lab (root, network namespaces; says SKIP and why elsewhere).
 test-slurm: all
-	$(Q)sh tests/slurm/run.sh $(SPANK_SO) $(CLI)
+	$(Q)bash tests/slurm/run.sh $(SPANK_SO) $(CLI)
 
 check: test
 

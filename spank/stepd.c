@@ -208,6 +208,22 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         !get_u32(sp, S_JOB_LOCAL_TASK_COUNT, &local_count) ||
         !get_u32(sp, S_JOB_NODEID, &node_id) || !get_u32(sp, S_JOB_NNODES, &nnodes))
         return fail_task(rank, PLUGIN_NAME ": couldn't read the task layout from Slurm");
+    /* Ranks contiguous per node, as torchrun numbers them (DESIGN decision
+     * 7): node k's first rank is the number of tasks on nodes 0..k-1.  With
+     * Slurm's default block distribution this is SLURM_PROCID; with -m
+     * cyclic it is not, and this is the one that keeps GROUP_RANK,
+     * LOCAL_RANK and RANK consistent. */
+    {
+        char tpn[1024];
+        unsigned before = 0, count = 0;
+        if (spank_getenv(sp, "SLURM_STEP_TASKS_PER_NODE", tpn, sizeof(tpn)) == ESPANK_SUCCESS) {
+            if (accel_tasks_per_node(tpn, node_id, &before, &count, &err) != ACCEL_OK ||
+                count != local_count)
+                return fail_task(rank, PLUGIN_NAME ": SLURM_STEP_TASKS_PER_NODE does not match "
+                                                   "this node's task count");
+            rank = before + (uint32_t)local_id;
+        }
+    }
     if (!get_u32(sp, S_STEP_CPUS_PER_TASK, &cpus))
         cpus = 0;
     lay.nnodes = nnodes;

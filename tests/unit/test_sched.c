@@ -49,4 +49,28 @@ TEST(step_port_in_range_and_spread)
     ASSERT_INT_EQ(accel_step_port(1, 2, 40000, 1), 40000);
 }
 
-TEST_LIST(T(hostlist_first), T(step_port_in_range_and_spread))
+TEST(tasks_per_node)
+{
+    static const struct {
+        const char *spec;
+        unsigned node, before, count;
+    } ok[] = {
+        {"4", 0, 0, 4},          {"2(x2)", 1, 2, 2},     {"2,1", 1, 2, 1},
+        {"3(x2),1", 2, 6, 1},    {"1,2(x3),4", 3, 5, 2}, {"1,2(x3),4", 4, 7, 4},
+        {"8(x1024)", 1023, 8184, 8},
+    };
+    static const char *const bad[] = {"", "x", "2(x)", "2(3)", "2(x2", "2,,1", "2;1", "-1", "2(x0)"};
+    unsigned before, count;
+    struct accel_error err;
+
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        ASSERT_OK(accel_tasks_per_node(ok[i].spec, ok[i].node, &before, &count, &err));
+        ASSERT_INT_EQ(before, ok[i].before);
+        ASSERT_INT_EQ(count, ok[i].count);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ASSERT_INT_EQ(accel_tasks_per_node(bad[i], 0, &before, &count, &err), ACCEL_EINVAL);
+    ASSERT_INT_EQ(accel_tasks_per_node("2(x2)", 2, &before, &count, &err), ACCEL_EINVAL);
+}
+
+TEST_LIST(T(hostlist_first), T(step_port_in_range_and_spread), T(tasks_per_node))

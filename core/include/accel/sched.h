@@ -20,6 +20,14 @@
 enum accel_err accel_hostlist_first(const char *list, char *out, size_t size,
                                     struct accel_error *err) ACCEL_WUR;
 
+/* From Slurm's compressed tasks-per-node list ("2(x3),1", as in
+ * SLURM_STEP_TASKS_PER_NODE), the tasks on node `node_id` (*count) and on
+ * the nodes before it (*before).  A node's first rank in a block layout is
+ * *before, whatever distribution Slurm used.  ACCEL_EINVAL for malformed
+ * text or a node past the end; counts are capped at 2^20 per entry. */
+enum accel_err accel_tasks_per_node(const char *spec, unsigned node_id, unsigned *before,
+                                    unsigned *count, struct accel_error *err) ACCEL_WUR;
+
 /* port_base + (FNV-1a hash of job and step id) mod port_range: the same for
  * every task of a step, different between concurrent steps with high
  * probability.  range 0 is treated as 1. */

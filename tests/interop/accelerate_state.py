@@ -1,0 +1,13 @@
+#!/usr/bin/env python3
+"""One Slurm task of the interop test (tests/slurm/run.sh, case p), run with
+a real accelerate release: Accelerator() must see the distributed state the
+accelrun SPANK plugin's environment describes."""
+import socket
+
+from accelerate import Accelerator
+
+a = Accelerator()
+print("accelerator num_processes=%d process_index=%d distributed_type=%s mixed_precision=%s host=%s"
+      % (a.num_processes, a.process_index, getattr(a.distributed_type, "value", a.distributed_type),
+         a.mixed_precision, socket.gethostname()), flush=True)
+a.wait_for_everyone()

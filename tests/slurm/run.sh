@@ -1,0 +1,645 @@
+#!/bin/bash
+# tests/slurm/run.sh [PLUGIN [CLI]]: the SPANK plugin in a real two-node Slurm
+# lab (tests/slurm/lab.sh), as `make test-slurm` runs it.
+#
+#   PLUGIN  the plugin to test (default build/spank/accelrun.so)
+#   CLI     the accelrun command, the oracle for the environment (default build/bin/accelrun)
+#
+# Prints TAP-like lines and the closing "slurm: N passed, N failed, N skipped";
+# exits 1 when a case failed.  Skips the whole tier (exit 0, "slurm: SKIP:
+# reason") only when it cannot run here: not root, no network namespaces, or
+# the Slurm packages cannot be installed.
+#
+#   ACCELRUN_PLUGSTACK_ARGS  extra plugstack.conf arguments for every case
+#   ACCELRUN_LAB_KEEP=1      leave the lab up afterwards (for debugging; then
+#                            `tests/slurm/lab.sh down`)
+#   ACCELRUN_LAB_VENV        the accelerate venv of case p (default
+#                            /var/cache/accelrun-lab/venv, kept between runs)
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+abspath() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac }
+PLUGIN=$(abspath "${1:-$ROOT/build/spank/accelrun.so}")
+CLI=$(abspath "${2:-$ROOT/build/bin/accelrun}")
+LAB=$HERE/lab.sh
+CHECK="/usr/bin/python3 $HERE/check.py"
+LAB_USER=alice
+BASE_ARGS=${ACCELRUN_PLUGSTACK_ARGS:-}
+VENV=${ACCELRUN_LAB_VENV:-/var/cache/accelrun-lab/venv}
+SITE_PORT_BASE=31000
+SITE_PORT_RANGE=200
+export ACCELRUN_SPANK=$PLUGIN ACCELRUN_PLUGSTACK_ARGS=$BASE_ARGS
+
+pass=0 fail=0 skip=0
+ok() {
+    pass=$((pass + 1))
+    echo "ok - $1"
+}
+bad() {
+    fail=$((fail + 1))
+    echo "not ok - $1"
+    if [ -n "${2:-}" ]; then printf '%s\n' "$2" | tail -n 40 | sed 's/^/#   /'; fi
+}
+skipped() {
+    skip=$((skip + 1))
+    echo "ok - $1 # SKIP $2"
+}
+skip_all() {
+    echo "slurm: SKIP: $1"
+    exit 0
+}
+finish() {
+    echo "slurm: $pass passed, $fail failed, $skip skipped"
+    [ "$fail" -eq 0 ]
+    exit $?
+}
+
+# ------------------------------------------------------------------ can we run here?
+[ "$(id -u)" = 0 ] || skip_all "not root (the lab creates namespaces, users and daemons)"
+for c in ip unshare nsenter setsid setpriv runuser; do
+    command -v "$c" >/dev/null 2>&1 || skip_all "$c not available"
+done
+ip netns list >/dev/null 2>&1 || skip_all "ip netns unavailable"
+unshare --net --uts true 2>/dev/null || skip_all "unshare cannot create network/UTS namespaces here"
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
+apt_log=$(mktemp)
+apt_updated=0
+apt_install() { # PKG... ; 0 when installed, else the reason in $apt_log
+    local need="" p
+    for p in "$@"; do installed "$p" || need="$need $p"; done
+    [ -z "$need" ] && return 0
+    command -v apt-get >/dev/null 2>&1 || {
+        echo "missing$need and no apt-get" >"$apt_log"
+        return 1
+    }
+    if [ $apt_updated = 0 ]; then
+        apt-get -o DPkg::Lock::Timeout=600 update -q >"$apt_log" 2>&1 || return 1
+        apt_updated=1
+    fi
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q \
+        --no-install-recommends $need >"$apt_log" 2>&1
+}
+command -v dpkg-query >/dev/null 2>&1 || skip_all "not a Debian system (no dpkg-query)"
+apt_install slurmd slurmctld slurm-client munge iproute2 python3 ||
+    skip_all "cannot install the Slurm packages: $(tail -n 1 "$apt_log")"
+torch_reason=""
+apt_install python3-torch || torch_reason="cannot install python3-torch: $(tail -n 1 "$apt_log")"
+venv_reason=""
+/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || apt_install python3-venv ||
+    venv_reason="cannot install python3-venv: $(tail -n 1 "$apt_log")"
+rm -f "$apt_log"
+
+echo "# plugin $PLUGIN"
+echo "# cli    $CLI"
+if [ ! -f "$PLUGIN" ]; then
+    bad "plugin $PLUGIN exists (build it with 'make spank')"
+    finish
+fi
+if [ ! -x "$CLI" ]; then
+    bad "accelrun $CLI exists (build it with 'make')"
+    finish
+fi
+
+# ------------------------------------------------------------------ the lab
+W="" E_CFG="" E_CFG_NEW=0
+cleanup() {
+    if [ "${ACCELRUN_LAB_KEEP:-0}" = 1 ]; then
+        echo "# lab left up (ACCELRUN_LAB_KEEP=1); tear down with: $LAB down"
+        return
+    fi
+    # alice's files go first: she may have existed before the lab
+    [ -n "$W" ] && rm -rf "$W"
+    if [ "$E_CFG_NEW" = 1 ]; then
+        rm -f "$E_CFG"
+        [ -e "$E_CFG.acclab-saved" ] && mv -f "$E_CFG.acclab-saved" "$E_CFG"
+    fi
+    "$LAB" down >/dev/null 2>&1 || echo "# warning: lab down failed"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+t_start=$SECONDS
+out=$("$LAB" up 2>&1)
+if [ $? -ne 0 ]; then
+    bad "lab up" "$out"
+    finish
+fi
+ok "lab up: munged, slurmctld, slurmd n1 and n2 in network namespaces ($((SECONDS - t_start)) s)"
+
+HOME_A=$(getent passwd "$LAB_USER" | cut -d: -f6)
+if [ ! -d "$HOME_A" ] || [ "$HOME_A" = / ]; then
+    bad "$LAB_USER has a home directory (got '$HOME_A')"
+    finish
+fi
+W=$HOME_A/acclab
+rm -rf "$W"
+mkdir -p "$W"
+cp "$HERE/dumpenv.py" "$ROOT/tests/interop/torch_allreduce.py" "$ROOT/tests/interop/accelerate_state.py" "$W/"
+
+# A: run CMD as alice in DIR with a clean environment and a time limit;
+# output (stdout + stderr) in $out, exit status in $rc
+A() {
+    local dir=$1 t=$2
+    shift 2
+    out=$(cd "$dir" && runuser -u "$LAB_USER" -- env -i PATH=/usr/bin:/bin HOME="$HOME_A" \
+        USER="$LAB_USER" LOGNAME="$LAB_USER" LANG=C.UTF-8 timeout -k 5 "$t" "$@" 2>&1)
+    rc=$?
+}
+
+# check NAME CHECK-ARGS...: check.py's verdict as one TAP line
+check() {
+    local name=$1 res
+    shift
+    res=$($CHECK "$@" 2>&1)
+    if [ $? -eq 0 ]; then
+        ok "$name"
+        [ -n "$res" ] && printf '%s\n' "$res"
+    else
+        bad "$name" "$res"
+    fi
+    return 0
+}
+
+# ran NAME: srun/sbatch/salloc exited 0 (else a failure with its output)
+ran() {
+    if [ "$rc" -eq 0 ]; then
+        ok "$1"
+        return 0
+    fi
+    bad "$1 (exit $rc)" "$out"
+    return 1
+}
+
+# failed NAME: the command must have exited non-zero
+failed() {
+    if [ "$rc" -ne 0 ]; then
+        ok "$1 (exit $rc)"
+        return 0
+    fi
+    bad "$1 (exit 0, want non-zero)" "$out"
+    return 1
+}
+
+has() { # NAME FIXED-STRING (case-insensitive)
+    if printf '%s' "$out" | grep -qiF -- "$2"; then ok "$1"; else bad "$1: no '$2' in the output" "$out"; fi
+}
+
+nodes_idle() { # NAME: both nodes back to idle (none drained), within 20 s
+    local s="" _
+    for _ in $(seq 100); do
+        s=$(sinfo -h -N -o '%N %T' | sort -u | tr '\n' ' ')
+        [ "$s" = "n1 idle n2 idle " ] && break
+        sleep 0.2
+    done
+    if [ "$s" = "n1 idle n2 idle " ]; then ok "$1"; else bad "$1: sinfo says '$s'" "$(sinfo -R 2>&1)"; fi
+}
+
+mkout() { # DIR...: empty output directories owned by alice
+    local d
+    for d in "$@"; do
+        rm -rf "${W:?}/$d"
+        mkdir -p "$W/$d"
+        chown "$LAB_USER:" "$W/$d"
+    done
+}
+
+cfg() { # NAME: write $W/NAME from stdin
+    cat >"$W/$1"
+}
+
+cfg cfg.yaml <<'Y'
+# FSDP2 on 2 nodes x 2 GPUs, bf16
+compute_environment: LOCAL_MACHINE
+distributed_type: FSDP
+num_machines: 2
+num_processes: 4
+mixed_precision: bf16
+fsdp_config:
+  fsdp_version: 2
+  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP
+  fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer
+  fsdp_state_dict_type: SHARDED_STATE_DICT
+  fsdp_offload_params: false
+  fsdp_reshard_after_forward: true
+  fsdp_cpu_ram_efficient_loading: true
+Y
+cfg cfg-gpu.yaml <<'Y'
+compute_environment: LOCAL_MACHINE
+distributed_type: MULTI_GPU
+num_machines: 2
+num_processes: 4
+mixed_precision: fp16
+Y
+cfg cfg-k1.yaml <<'Y'
+compute_environment: LOCAL_MACHINE
+distributed_type: MULTI_CPU
+use_cpu: true
+mixed_precision: 'no'
+num_machines: 2
+num_processes: 3
+Y
+cfg cfg-k2.yaml <<'Y'
+compute_environment: LOCAL_MACHINE
+distributed_type: MULTI_CPU
+use_cpu: true
+mixed_precision: 'no'
+num_machines: 2
+Y
+# f: no mixed_precision (the site default supplies bf16)
+cfg cfg-f.yaml <<'Y'
+compute_environment: LOCAL_MACHINE
+distributed_type: FSDP
+num_machines: 2
+num_processes: 4
+fsdp_config:
+  fsdp_version: 2
+  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP
+  fsdp_transformer_layer_cls_to_wrap: LlamaDecoderLayer
+Y
+# g: contradicts the site's enforced fsdp_offload_params: false
+cfg cfg-g.yaml <<'Y'
+compute_environment: LOCAL_MACHINE
+distributed_type: FSDP
+num_machines: 2
+num_processes: 4
+mixed_precision: bf16
+fsdp_config:
+  fsdp_version: 2
+  fsdp_offload_params: true
+Y
+cfg cfg-j.yaml <<'Y'
+compute_environment: LOCAL_MACHINE
+distributed_type: MULTI_CPU
+use_cpu: true
+mixed_precision: 'no'
+num_machines: 2
+num_processes: 2
+Y
+cfg bad-syntax.yaml <<'Y'
+distributed_type: MULTI_GPU
+num_processes: [4, 8
+mixed_precision: bf16
+Y
+cfg bad-key.yaml <<'Y'
+distributed_type: MULTI_GPU
+mixed_precison: bf16
+num_machines: 2
+num_processes: 4
+Y
+cfg cfg-q.yaml <<'Y'
+compute_environment: LOCAL_MACHINE
+distributed_type: MULTI_CPU
+use_cpu: true
+mixed_precision: bf16
+num_machines: 1
+num_processes: 2
+Y
+cfg cpu.yaml <<'Y'
+# CPU job for the PyTorch interop case: gloo over the namespaces' eth0
+compute_environment: LOCAL_MACHINE
+distributed_type: MULTI_CPU
+use_cpu: true
+mixed_precision: 'no'
+num_machines: 2
+num_processes: 4
+Y
+cat >"$W/site.yaml" <<Y
+# site policy of cases f, g, j
+defaults:
+  mixed_precision: bf16
+enforce:
+  fsdp_config:
+    fsdp_offload_params: false
+accelrun:
+  port_base: $SITE_PORT_BASE
+  port_range: $SITE_PORT_RANGE
+  env:
+    NCCL_DEBUG: WARN
+Y
+# e: a config of the same name in alice's home, told apart by fp16
+E_CFG=$HOME_A/cfg.yaml
+[ -e "$E_CFG" ] && mv -f "$E_CFG" "$E_CFG.acclab-saved" # alice's own, put back by cleanup
+E_CFG_NEW=1
+sed 's/^mixed_precision: bf16/mixed_precision: fp16/' "$W/cfg.yaml" >"$E_CFG"
+chown "$LAB_USER:" "$E_CFG"
+# i: unreadable by alice (root, 600) in a directory she can traverse
+mkdir -p "$W/secret"
+chmod 755 "$W/secret"
+chown -R "$LAB_USER:" "$W"
+install -m 600 -o root -g root "$W/cfg.yaml" "$W/secret/cfg.yaml"
+
+PY=/usr/bin/python3
+DUMP="$PY $W/dumpenv.py"
+
+# ------------------------------------------------------------------ cases without a site file
+# a. srun: every variable `accelrun env` prints, per task
+mkout a
+A "$W" 60 srun -N2 -n4 --gpus-per-task=1 --accel-config=cfg.yaml $DUMP "$W/a"
+ran "a: srun -N2 -n4 --accel-config=cfg.yaml" &&
+    check "a: srun -N2 -n4: each task's environment equals accelrun env for its node/local rank" \
+        contract "$W/a" "$CLI" "$W/cfg.yaml" --tasks 4 --nproc-per-node 2
+
+# b. sbatch with #SBATCH --accel-config; the batch script itself gets no RANK
+mkout b
+cat >"$W/b.sh" <<S
+#!/bin/bash
+#SBATCH -N2 -n4 --gpus-per-task=1
+#SBATCH --accel-config=cfg.yaml
+#SBATCH -o b/batch.out
+echo "BATCH RANK=\${RANK-unset} LOCAL_RANK=\${LOCAL_RANK-unset} WORLD_SIZE=\${WORLD_SIZE-unset} host=\$(hostname)"
+srun $DUMP $W/b
+S
+A "$W" 90 sbatch --wait b.sh
+if ran "b: sbatch --wait with #SBATCH --accel-config"; then
+    check "b: sbatch: inner srun tasks get the environment" \
+        contract "$W/b" "$CLI" "$W/cfg.yaml" --tasks 4 --nproc-per-node 2
+    check "b: sbatch: the batch script has no RANK/LOCAL_RANK/WORLD_SIZE" batch "$W/b/batch.out"
+else
+    printf '%s\n' "$(cat "$W/b/batch.out" 2>/dev/null)" | sed 's/^/#   /'
+fi
+
+# c. salloc -N2 ... srun
+mkout c
+A "$W" 60 salloc -N2 -n4 --gpus-per-task=1 --accel-config=cfg.yaml srun $DUMP "$W/c"
+ran "c: salloc -N2 --accel-config=cfg.yaml srun" &&
+    check "c: salloc: srun tasks inside the allocation get the environment" \
+        contract "$W/c" "$CLI" "$W/cfg.yaml" --tasks 4 --nproc-per-node 2
+
+# d. sbatch --export=NONE
+mkout d
+cat >"$W/d.sh" <<S
+#!/bin/bash
+#SBATCH -N2 -n4 --gpus-per-task=1
+#SBATCH -o d/batch.out
+echo "BATCH RANK=\${RANK-unset} LOCAL_RANK=\${LOCAL_RANK-unset} WORLD_SIZE=\${WORLD_SIZE-unset} host=\$(hostname)"
+/usr/bin/srun -N2 -n4 --gpus-per-task=1 $DUMP $W/d
+S
+A "$W" 90 sbatch --wait --export=NONE --accel-config=cfg.yaml d.sh
+if ran "d: sbatch --wait --export=NONE --accel-config=cfg.yaml"; then
+    check "d: sbatch --export=NONE: inner srun tasks still get the environment" \
+        contract "$W/d" "$CLI" "$W/cfg.yaml" --tasks 4 --nproc-per-node 2
+    check "d: sbatch --export=NONE: the batch script has no RANK/LOCAL_RANK/WORLD_SIZE" batch "$W/d/batch.out"
+else
+    printf '%s\n' "$(cat "$W/d/batch.out" 2>/dev/null)" | sed 's/^/#   /'
+fi
+
+# e. a relative path, from alice's home
+mkout e
+A "$HOME_A" 60 srun -N2 -n4 --gpus-per-task=1 --accel-config=cfg.yaml $DUMP "$W/e"
+if ran "e: srun from ~$LAB_USER with --accel-config=cfg.yaml"; then
+    check "e: relative path: the tasks got ~$LAB_USER/cfg.yaml's environment" \
+        contract "$W/e" "$CLI" "$E_CFG" --tasks 4 --nproc-per-node 2
+    check "e: relative path: ACCELERATE_MIXED_PRECISION=fp16 from ~/cfg.yaml, not acclab/cfg.yaml" \
+        vars "$W/e" --tasks 4 --eq ACCELERATE_MIXED_PRECISION=fp16
+fi
+
+# h. invalid YAML: located errors, non-zero exit, no drained node
+A "$W" 60 srun -N2 -n4 --accel-config=bad-syntax.yaml true
+if failed "h: syntax error: srun exits non-zero"; then
+    if printf '%s' "$out" | grep -qE 'bad-syntax\.yaml:[0-9]+:[0-9]+'; then
+        ok "h: syntax error: the message has file:line:column"
+    else
+        bad "h: syntax error: no bad-syntax.yaml:LINE:COLUMN in the output" "$out"
+    fi
+fi
+A "$W" 60 srun -N2 -n4 --accel-config=bad-key.yaml true
+failed "h: unknown key: srun exits non-zero" &&
+    has "h: unknown key: the message is bad-key.yaml:2:1 and names the key" "bad-key.yaml:2:1: error: mixed_precison"
+cat >"$W/h.sh" <<S
+#!/bin/bash
+#SBATCH -N2 -n4
+#SBATCH -o h.out
+srun true
+S
+A "$W" 90 sbatch --wait --accel-config=bad-syntax.yaml h.sh
+failed "h: sbatch --wait of a job with a broken config exits non-zero"
+nodes_idle "h: afterwards both nodes are idle, none drained"
+
+# i. a file alice cannot read
+A "$W" 60 srun -N2 -n2 --accel-config=secret/cfg.yaml true
+failed "i: unreadable config: srun exits non-zero" &&
+    has "i: unreadable config: the message says permission denied" "permission denied"
+
+# k. uneven layout: 2 tasks on n1, 1 on n2.  Either the tasks get a consistent
+# uneven layout, or the plugin refuses with a located accelrun error.
+# k1 says num_processes: 3 (which accelerate itself would spread 1 per machine),
+# k2 leaves num_processes to Slurm.
+uneven() { # NAME CFG
+    mkout "$1"
+    A "$W" 60 srun -N2 -n3 --accel-config="$2" $DUMP "$W/$1"
+    if [ "$rc" -eq 0 ]; then
+        check "$1: srun -N2 -n3 --accel-config=$2: ranks 0..2, WORLD_SIZE=3, LOCAL_WORLD_SIZE 2 and 1" \
+            layout "$W/$1" --world 3
+    elif printf '%s\n' "$out" | grep -qE "accelrun: .*$2:[0-9]+:[0-9]+: error: .*(num_processes|num_machines|node)"; then
+        ok "$1: srun -N2 -n3 --accel-config=$2: refused with a located error"
+        printf '%s\n' "$out" | grep -F 'accelrun: ' | grep -F "$2:" | head -n 2 | sed 's/^/#   /'
+    else
+        bad "$1: srun -N2 -n3 --accel-config=$2: failed without a located accelrun error (exit $rc)" "$out"
+    fi
+}
+uneven k1 cfg-k1.yaml
+uneven k2 cfg-k2.yaml
+
+# r. cyclic distribution: Slurm interleaves SLURM_PROCID over the nodes; the
+# plugin still numbers ranks contiguously per node, as torchrun does
+mkout r
+A "$W" 60 srun -N2 -n4 -m cyclic --accel-config=cfg.yaml $DUMP "$W/r"
+ran "r: srun -N2 -n4 -m cyclic --accel-config=cfg.yaml" &&
+    check "r: -m cyclic: RANK = tasks on earlier nodes + LOCAL_RANK, GROUP_RANK = node" \
+        layout "$W/r" --world 4 --contiguous
+
+# l. fake GPUs
+mkout l
+A "$W" 60 srun -N2 -n4 --gpus-per-task=1 --accel-config=cfg-gpu.yaml $DUMP "$W/l"
+ran "l: srun --gpus-per-task=1 --accel-config=cfg-gpu.yaml" &&
+    check "l: --gpus-per-task=1: CUDA_DEVICE_ORDER=PCI_BUS_ID, CUDA_VISIBLE_DEVICES one of Slurm's GPUs" \
+        gpus "$W/l" --tasks 4
+
+# m. without --accel-config the plugin leaves the job alone
+mkout m
+A "$W" 60 srun -N2 -n4 --gpus-per-task=1 $DUMP "$W/m"
+ran "m: srun without --accel-config" &&
+    check "m: without --accel-config: no RANK, WORLD_SIZE, MASTER_*, ACCELERATE_*, FSDP_*, CUDA_DEVICE_ORDER" \
+        untouched "$W/m" --tasks 4
+
+# q. a step on part of the allocation: MASTER_ADDR is the step's first node (from
+# SLURM_STEP_NODELIST, not the job's), and the step's own --accel-config wins over
+# the one salloc passed down through the environment
+mkout q
+A "$W" 60 salloc -N2 -n4 --accel-config=cpu.yaml srun -N1 -n2 -w n2 --accel-config=cfg-q.yaml $DUMP "$W/q"
+if ran "q: salloc -N2 --accel-config=cpu.yaml srun -N1 -n2 -w n2 --accel-config=cfg-q.yaml"; then
+    check "q: step on n2 only: MASTER_ADDR=n2, WORLD_SIZE=2, the step's config (bf16) wins" \
+        vars "$W/q" --tasks 2 --eq SLURMD_NODENAME=n2 --eq MASTER_ADDR=n2 --eq WORLD_SIZE=2 \
+        --eq ACCELERATE_MIXED_PRECISION=bf16
+    check "q: step on n2 only: each task's environment equals accelrun env --master-addr n2" \
+        contract "$W/q" "$CLI" "$W/cfg-q.yaml" --tasks 2 --nproc-per-node 2 --master-addr n2
+fi
+
+# o. PyTorch gloo all_reduce across the two nodes with nothing but the plugin's env.
+# GLOO_SOCKET_IFNAME: gloo picks its interface from the host name's address; the
+# site file's env: may only hold NCCL_*, so the job exports it itself.
+if [ -n "$torch_reason" ]; then
+    skipped "o: PyTorch gloo all_reduce over 4 tasks" "$torch_reason"
+elif ! /usr/bin/python3 -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null; then
+    skipped "o: PyTorch gloo all_reduce over 4 tasks" "Debian's python3-torch has no gloo"
+else
+    A "$W" 150 srun -N2 -n4 --export=ALL,GLOO_SOCKET_IFNAME=eth0 --accel-config=cpu.yaml \
+        $PY "$W/torch_allreduce.py"
+    if ran "o: srun -N2 -n4 --accel-config=cpu.yaml python3 torch_allreduce.py"; then
+        sums=$(printf '%s\n' "$out" | grep -cE '^allreduce rank=([0-3]) env_rank=\1 world=4 sum=10 ')
+        ranks=$(printf '%s\n' "$out" | sed -n 's/^allreduce rank=\([0-9]*\) .*sum=10 .*/\1/p' | sort -u | tr '\n' ' ')
+        if [ "$sums" -eq 4 ] && [ "$ranks" = "0 1 2 3 " ]; then
+            ok "o: torch.distributed gloo env:// all_reduce: ranks 0-3 each printed sum 10"
+            printf '%s\n' "$out" | grep '^allreduce' | sort | sed 's/^/#   /'
+        else
+            bad "o: all_reduce: want 4 lines 'rank=R env_rank=R world=4 sum=10', ranks 0-3" "$out"
+        fi
+    fi
+fi
+
+# p. a real accelerate release's Accelerator() in every task
+p_name="p: accelerate Accelerator() in 4 tasks: num_processes, process_index, MULTI_CPU, mixed precision"
+p_reason=$torch_reason
+[ -n "$p_reason" ] || p_reason=$venv_reason
+
+# accel_smoke: Accelerator() in two local processes over loopback, without Slurm
+# or the plugin, so an accelerate release that cannot run MULTI_CPU on this torch
+# is told apart from a plugin bug
+accel_smoke() {
+    local r pids="" res=0 p
+    for r in 0 1; do
+        env -i PATH=/usr/bin:/bin MASTER_ADDR=127.0.0.1 MASTER_PORT=29499 RANK=$r LOCAL_RANK=$r \
+            WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 ACCELERATE_USE_CPU=true GLOO_SOCKET_IFNAME=lo \
+            timeout 90 "$VENV/bin/python" "$ROOT/tests/interop/accelerate_state.py" >>"$plog" 2>&1 &
+        pids="$pids $!"
+    done
+    for p in $pids; do wait "$p" || res=1; done
+    return $res
+}
+# pip_accel SPEC: install SPEC into the venv; 0 when Accelerator() then works
+pip_accel() {
+    echo "torch==$tv" >"$VENV/constraints.txt"
+    if ! timeout 300 "$VENV/bin/pip" install -q --disable-pip-version-check -c "$VENV/constraints.txt" \
+        "$1" >"$plog" 2>&1; then
+        p_reason="pip install '$1' (with torch==$tv) failed: $(grep -v '^ *$' "$plog" | tail -n 1)"
+        return 1
+    fi
+    p_ver=$("$VENV/bin/python" -c 'import accelerate; print(accelerate.__version__)' 2>/dev/null)
+    if ! accel_smoke; then
+        p_reason="accelerate $p_ver cannot run MULTI_CPU with torch $tv: $(grep -E 'Error' "$plog" | tail -n 1)"
+        return 1
+    fi
+    p_reason=""
+}
+if [ -z "$p_reason" ] && ! "$VENV/bin/python" -c 'import accelerate' >/dev/null 2>&1; then
+    # --system-site-packages: the venv sees Debian's torch; the constraint keeps pip
+    # from replacing it, so pip picks the newest accelerate whose metadata accepts
+    # this torch (1.2.1 for torch 1.13).  That release's MULTI_CPU path calls
+    # torch.cpu.device_count(), which torch 1.13 lacks (accelerate >= 0.33 does);
+    # if the smoke test shows that, fall back to the newest release before it.
+    plog=$(mktemp)
+    tv=$(/usr/bin/python3 -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null)
+    rm -rf "$VENV"
+    mkdir -p "$(dirname "$VENV")"
+    if ! /usr/bin/python3 -m venv --system-site-packages "$VENV" >"$plog" 2>&1; then
+        p_reason="python3 -m venv failed: $(tail -n 1 "$plog")"
+    elif ! pip_accel accelerate; then
+        echo "$p_reason; using accelerate<0.33" >"$VENV/accelrun-note"
+        pip_accel "accelerate<0.33" || rm -rf "$VENV"
+    fi
+    rm -f "$plog"
+fi
+[ -z "$p_reason" ] && [ -s "$VENV/accelrun-note" ] && echo "# p: $(cat "$VENV/accelrun-note")"
+if [ -n "$p_reason" ]; then
+    skipped "$p_name" "$p_reason"
+else
+    av=$("$VENV/bin/python" -c 'import accelerate, torch; print(accelerate.__version__, "torch", torch.__version__)')
+    if /usr/bin/python3 -c 'import torch; x = torch.ones(4, 4, dtype=torch.bfloat16); assert (x @ x).sum().item() == 64' 2>/dev/null; then
+        mp=bf16
+    else
+        mp=no
+    fi
+    sed -e "s/^mixed_precision: 'no'/mixed_precision: $mp/" "$W/cpu.yaml" >"$W/cfg-p.yaml"
+    chown "$LAB_USER:" "$W/cfg-p.yaml"
+    A "$W" 150 srun -N2 -n4 --export=ALL,GLOO_SOCKET_IFNAME=eth0 --accel-config=cfg-p.yaml \
+        "$VENV/bin/python" "$W/accelerate_state.py"
+    if ran "p: srun -N2 -n4 --accel-config=cfg-p.yaml python accelerate_state.py (accelerate $av)"; then
+        n=$(printf '%s\n' "$out" | grep -cE "^accelerator num_processes=4 process_index=[0-3] distributed_type=MULTI_CPU mixed_precision=$mp ")
+        idx=$(printf '%s\n' "$out" | sed -n 's/^accelerator .*process_index=\([0-9]*\) .*/\1/p' | sort -u | tr '\n' ' ')
+        if [ "$n" -eq 4 ] && [ "$idx" = "0 1 2 3 " ]; then
+            ok "$p_name=$mp (accelerate $av)"
+            printf '%s\n' "$out" | grep '^accelerator' | sort | sed 's/^/#   /'
+        else
+            bad "$p_name: want 4 lines 'num_processes=4 process_index=0..3 distributed_type=MULTI_CPU mixed_precision=$mp'" "$out"
+        fi
+    fi
+fi
+
+# ------------------------------------------------------------------ cases with the site file
+out=$("$LAB" site "$W/site.yaml" 2>&1 && "$LAB" plugstack site=/etc/accelrun/site.yaml $BASE_ARGS 2>&1)
+if [ $? -ne 0 ]; then
+    bad "site file and plugstack site= argument installed" "$out"
+else
+    # f. site defaults
+    mkout f
+    A "$W" 60 srun -N2 -n4 --gpus-per-task=1 --accel-config=cfg-f.yaml $DUMP "$W/f"
+    if ran "f: srun with site=/etc/accelrun/site.yaml"; then
+        check "f: site defaults: ACCELERATE_MIXED_PRECISION=bf16 (user config omits it), NCCL_DEBUG=WARN" \
+            vars "$W/f" --tasks 4 --eq ACCELERATE_MIXED_PRECISION=bf16 --eq NCCL_DEBUG=WARN
+        check "f: site: each task's environment equals accelrun env --site" \
+            contract "$W/f" "$CLI" "$W/cfg-f.yaml" --tasks 4 --nproc-per-node 2 --site /etc/accelrun/site.yaml
+    fi
+
+    # g. enforced key contradicted by the user
+    A "$W" 60 srun -N2 -n4 --accel-config=cfg-g.yaml true
+    if failed "g: enforced key conflict: srun exits non-zero"; then
+        has "g: enforced key conflict: the message names fsdp_config.fsdp_offload_params" "fsdp_offload_params"
+        cnt=$(printf '%s\n' "$out" | grep -c 'fsdp_offload_params')
+        if [ "$cnt" -eq 1 ]; then
+            ok "g: enforced key conflict: the message appears once, not once per task"
+        else
+            bad "g: enforced key conflict: $cnt lines name fsdp_offload_params, want 1" "$out"
+        fi
+    fi
+
+    # j. two concurrent steps of one allocation: different ports, both in the site range
+    mkout j1 j2
+    A "$W" 90 salloc -N2 -n4 --accel-config=cfg-j.yaml bash -c \
+        "srun --overlap -N2 -n2 $DUMP $W/j1 & p1=\$!; srun --overlap -N2 -n2 $DUMP $W/j2 & p2=\$!; wait \$p1; r1=\$?; wait \$p2; exit \$((r1 | \$?))"
+    ran "j: salloc -N2 with two concurrent sruns" &&
+        check "j: concurrent steps: different MASTER_PORT, both in [$SITE_PORT_BASE, $((SITE_PORT_BASE + SITE_PORT_RANGE)))" \
+            ports "$W/j1" "$W/j2" --base $SITE_PORT_BASE --range $SITE_PORT_RANGE
+fi
+
+# n. a bad plugstack argument breaks only the jobs that use --accel-config
+out=$("$LAB" plugstack port_base=abc $BASE_ARGS 2>&1)
+if [ $? -ne 0 ]; then
+    bad "n: plugstack port_base=abc installed" "$out"
+else
+    A "$W" 60 srun -N2 -n2 hostname
+    if ran "n: bad plugstack argument: srun without --accel-config still runs"; then
+        if [ "$(printf '%s\n' "$out" | grep -xE 'n[12]' | sort -u | tr '\n' ' ')" = "n1 n2 " ]; then
+            ok "n: bad plugstack argument: the job without --accel-config ran on n1 and n2"
+        else
+            bad "n: bad plugstack argument: no output from n1 and n2" "$out"
+        fi
+    fi
+    cat >"$W/n.sh" <<S
+#!/bin/bash
+#SBATCH -N2 -n2
+#SBATCH -o n.out
+srun hostname
+S
+    A "$W" 90 sbatch --wait n.sh
+    ran "n: bad plugstack argument: sbatch --wait without --accel-config still runs"
+    A "$W" 60 srun -N2 -n2 --accel-config=cfg.yaml true
+    failed "n: bad plugstack argument: srun with --accel-config fails" &&
+        has "n: bad plugstack argument: the message names port_base" "port_base"
+fi
+"$LAB" plugstack $BASE_ARGS >/dev/null 2>&1 || bad "plugstack restored"
+
+echo "# cases took $((SECONDS - t_start)) s"
+finish
