@@ -200,6 +200,7 @@ $(BUILD)/bench/env_build: $(BUILD)/obj/bench/env_build.o $(LIBA)
 
 bench: all $(BUILD)/bench/env_build
 	$(Q)sh bench/run.sh $(CLI)
+	$(Q)bash bench/slurm.sh $(SPANK_SO) $(CLI)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/accel \
