@@ -93,6 +93,7 @@ SLURM_PLUGINDIR ?= /usr/lib/$(MULTIARCH)/slurm-wlm
 .PHONY: spank test-slurm all test unit golden fuzz-replay demo install uninstall fuzz oracle bench clean deps \
         lint format-check check
 .DEFAULT_GOAL := all
+.SECONDARY:
 
 all: $(CLI) $(LIBA) $(LIBSO) spank
 

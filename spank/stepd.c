@@ -237,11 +237,17 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     lay.cpus_per_proc = cpus;
     eopts.site = plugin.args.site[0] ? &plugin.site : NULL;
     eopts.job_wins = plugin.site.slurm_wins;
-    if (eopts.job_wins && rank == 0 &&
-        ((plugin.cfg.num_processes > 0 && (uint32_t)plugin.cfg.num_processes != world)))
-        slurm_spank_log(PLUGIN_NAME ": warning: %s says num_processes: %ld, the step has %u "
-                                    "tasks; the site lets Slurm win",
-                        plugin.config_path, plugin.cfg.num_processes, world);
+    if (eopts.job_wins && rank == 0) {
+        if (plugin.cfg.num_processes > 0 && (uint32_t)plugin.cfg.num_processes != world)
+            slurm_spank_log(PLUGIN_NAME ": warning: %s says num_processes: %ld, the step has %u "
+                                        "tasks; the site lets Slurm win",
+                            plugin.config_path, plugin.cfg.num_processes, world);
+        if (accel_map_find(&plugin.cfg.tree, "num_machines") != NULL &&
+            (uint32_t)plugin.cfg.num_machines != nnodes)
+            slurm_spank_log(PLUGIN_NAME ": warning: %s says num_machines: %ld, the step has %u "
+                                        "nodes; the site lets Slurm win",
+                            plugin.config_path, plugin.cfg.num_machines, nnodes);
+    }
     accel_error_clear(&err);
     if (accel_env_build(&plugin.cfg, &lay, &eopts, &env, &err) != ACCEL_OK) {
         char text[1024];

@@ -306,6 +306,21 @@ mixed_precision: 'no'
 num_machines: 2
 num_processes: 4
 Y
+cfg cfg-s.yaml <<'Y'
+# s: says 8 processes on 2 machines; the steps of case s have 4
+compute_environment: LOCAL_MACHINE
+distributed_type: MULTI_GPU
+mixed_precision: bf16
+num_machines: 2
+num_processes: 8
+Y
+cat >"$W/site-wins.yaml" <<Y
+# site policy of case s2: the Slurm step's counts win over the config's
+accelrun:
+  port_base: $SITE_PORT_BASE
+  port_range: $SITE_PORT_RANGE
+  slurm_wins: true
+Y
 cat >"$W/site.yaml" <<Y
 # site policy of cases f, g, j
 defaults:
@@ -450,6 +465,11 @@ A "$W" 60 srun -N2 -n4 -m cyclic --accel-config=cfg.yaml $DUMP "$W/r"
 ran "r: srun -N2 -n4 -m cyclic --accel-config=cfg.yaml" &&
     check "r: -m cyclic: RANK = tasks on earlier nodes + LOCAL_RANK, GROUP_RANK = node" \
         layout "$W/r" --world 4 --contiguous
+
+# s. num_processes in the config against the step: an error naming both numbers
+A "$W" 60 srun -N2 -n4 --accel-config=cfg-s.yaml true
+failed "s: num_processes 8 in the config, 4 tasks in the step: srun exits non-zero" &&
+    has "s: the message names both numbers" "num_processes: 8, the job has 4 processes"
 
 # l. fake GPUs
 mkout l
@@ -612,6 +632,21 @@ else
     ran "j: salloc -N2 with two concurrent sruns" &&
         check "j: concurrent steps: different MASTER_PORT, both in [$SITE_PORT_BASE, $((SITE_PORT_BASE + SITE_PORT_RANGE)))" \
             ports "$W/j1" "$W/j2" --base $SITE_PORT_BASE --range $SITE_PORT_RANGE
+
+    # s2. the same mismatch when the site lets Slurm win: a warning, and the
+    # step's own counts (4 tasks on 2 nodes) in every task
+    out=$("$LAB" site "$W/site-wins.yaml" 2>&1)
+    if [ $? -ne 0 ]; then
+        bad "s2: site file with slurm_wins installed" "$out"
+    else
+        mkout s2
+        A "$W" 60 srun -N2 -n4 --accel-config=cfg-s.yaml $DUMP "$W/s2"
+        if ran "s2: slurm_wins: srun -N2 -n4 --accel-config=cfg-s.yaml runs"; then
+            has "s2: slurm_wins: a warning names both numbers" \
+                "says num_processes: 8, the step has 4 tasks; the site lets Slurm win"
+            check "s2: slurm_wins: ranks 0..3, WORLD_SIZE=4" layout "$W/s2" --world 4 --contiguous
+        fi
+    fi
 fi
 
 # n. a bad plugstack argument breaks only the jobs that use --accel-config
