@@ -50,21 +50,24 @@ endif
 
 YAML_CFLAGS := $(shell pkg-config --cflags yaml-0.1 2>/dev/null)
 YAML_LIBS   := $(shell pkg-config --libs yaml-0.1 2>/dev/null || echo -lyaml)
+HWLOC_CFLAGS := $(shell pkg-config --cflags hwloc 2>/dev/null)
+HWLOC_LIBS   := $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc)
 CJSON_CFLAGS := $(shell pkg-config --cflags libcjson 2>/dev/null)
 CJSON_LIBS   := $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson)
 
-INCLUDES := -Icore/include -Itests/harness
+INCLUDES := -Icore/include -Itopology/include -Itests/harness
 override CFLAGS := -std=gnu11 -fPIC $(OPT) $(HARDEN) $(WARN) $(INCLUDES) $(YAML_CFLAGS) \
-                   $(CJSON_CFLAGS) -MMD -MP $(CFLAGS)
+                   $(CJSON_CFLAGS) $(HWLOC_CFLAGS) -MMD -MP $(CFLAGS)
 override LDFLAGS := $(if $(SANITIZER),-fsanitize=$(SANITIZER)) -Wl,-z,relro -Wl,-z,now \
                     -Wl,-z,noexecstack $(LDFLAGS)
-LIBS := $(YAML_LIBS) -lm
+LIBS := $(YAML_LIBS) $(if $(TOPO_SRC),$(HWLOC_LIBS) -ldl) -lm
 
 # ---------------------------------------------------------------- sources
 BASE_SRC   := $(wildcard core/base/*.c)
 CONFIG_SRC := $(wildcard core/config/*.c)
 ENV_SRC    := $(wildcard core/env/*.c)
-LIB_SRC    := $(BASE_SRC) $(CONFIG_SRC) $(ENV_SRC)
+TOPO_SRC   := $(wildcard topology/*.c)
+LIB_SRC    := $(BASE_SRC) $(CONFIG_SRC) $(ENV_SRC) $(TOPO_SRC)
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 
 CLI_SRC    := $(wildcard cli/*.c)

@@ -10,7 +10,7 @@
 #   oracle:      python3-venv for `make oracle` (which then uses PyPI)
 set -eu
 
-build_pkgs="make gcc pkg-config libyaml-dev libcjson-dev"
+build_pkgs="make gcc pkg-config libyaml-dev libcjson-dev libhwloc-dev"
 fuzz_pkgs="clang libclang-rt-14-dev"
 oracle_pkgs="python3 python3-venv python3-pip"
 
