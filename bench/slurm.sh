@@ -16,14 +16,19 @@ if [ "$(id -u)" != 0 ] || ! command -v srun >/dev/null 2>&1 || [ ! -f "$PLUGIN" 
     exit 0
 fi
 export ACCELRUN_SPANK=$PLUGIN ACCELRUN_PLUGSTACK_ARGS=
+# Never take down a lab someone else brought up (a test run, a developer).
+if "$LAB" status >/dev/null 2>&1; then
+    echo "slurm bench: SKIP: the Slurm lab is already up (another run uses it); try again after it"
+    exit 0
+fi
 if ! "$LAB" up >/tmp/accelrun-bench-lab.log 2>&1; then
     echo "slurm bench: SKIP: the lab did not come up (see /tmp/accelrun-bench-lab.log)"
     "$LAB" down >/dev/null 2>&1
     exit 0
 fi
-trap '"$LAB" down >/dev/null 2>&1' EXIT INT TERM
 home=$(getent passwd "$user" | cut -d: -f6)
 cfg=$home/bench.yaml
+trap 'rm -f "$cfg"; "$LAB" down >/dev/null 2>&1' EXIT INT TERM
 printf 'distributed_type: MULTI_GPU\nmixed_precision: bf16\nnum_machines: 2\nnum_processes: 4\n' >"$cfg"
 chown "$user": "$cfg"
 

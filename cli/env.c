@@ -215,7 +215,9 @@ int cli_env(int argc, char **argv)
         status = cli_exit_status(rc);
         goto out;
     }
-    if (lay.nnodes > 1 && lay.master_addr == NULL && cfg.main_process_ip == NULL)
+    /* (with num_machines > 1 the config's own warning already says it) */
+    if (lay.nnodes > 1 && lay.master_addr == NULL && cfg.main_process_ip == NULL &&
+        cfg.num_machines <= 1)
         fprintf(stderr,
                 "%s: warning: %u nodes, no --master-addr and no main_process_ip: MASTER_ADDR "
                 "falls back to 127.0.0.1, which only works on one machine\n",

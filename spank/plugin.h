@@ -41,7 +41,8 @@ struct plugin_state {
     struct accel_cfg cfg;
     char master_addr[256];
     unsigned master_port;
-    char error[MAX_ERROR_TEXT]; /* user error to raise in task_init, "" = none */
+    char error[MAX_ERROR_TEXT];    /* user error to raise in task_init, "" = none */
+    char warnings[MAX_ERROR_TEXT]; /* warnings rank 0 prints once, "" = none */
 };
 
 extern struct plugin_state plugin;

@@ -59,19 +59,26 @@ void plugin_log_init(void)
 
 /* Appends the error findings (and, if there are none, `fallback`) to the
  * text task_init will print. */
-static void keep_errors(const struct accel_diags *d, const char *fallback)
+/* Appends the findings of severity `sev` to `text` (one per line). */
+static size_t keep(const struct accel_diags *d, enum accel_sev sev, char *text, size_t size)
 {
-    size_t used = strlen(plugin.error);
+    size_t used = strlen(text);
     char line[2048];
 
-    for (size_t i = 0; i < d->n && used < sizeof(plugin.error); i++) {
-        if (d->v[i].sev != ACCEL_SEV_ERROR)
+    for (size_t i = 0; i < d->n && used < size; i++) {
+        if (d->v[i].sev != sev)
             continue;
         accel_diag_format(&d->v[i], line, sizeof(line));
-        used += (size_t)snprintf(plugin.error + used, sizeof(plugin.error) - used, "%s%s",
-                                 used ? "\n" : "", line);
+        used += (size_t)snprintf(text + used, size - used, "%s%s", used ? "\n" : "", line);
     }
-    if (used == 0 && fallback != NULL)
+    return used;
+}
+
+/* The errors for task_init to raise (and, without any, `fallback`). */
+static void keep_errors(struct accel_diags *d, const char *fallback)
+{
+    accel_diags_sort(d);
+    if (keep(d, ACCEL_SEV_ERROR, plugin.error, sizeof(plugin.error)) == 0 && fallback != NULL)
         snprintf(plugin.error, sizeof(plugin.error), "%s", fallback);
 }
 
@@ -141,6 +148,8 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
         accel_site_free(&plugin.site);
         return 0;
     }
+    accel_diags_sort(&d);
+    keep(&d, ACCEL_SEV_WARNING, plugin.warnings, sizeof(plugin.warnings));
     accel_diags_free(&d);
     plugin.loaded = true;
 
@@ -166,6 +175,51 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 static bool get_u32(spank_t sp, spank_item_t item, uint32_t *out)
 {
     return spank_get_item(sp, item, out) == ESPANK_SUCCESS;
+}
+
+/* Prints, from rank 0 only, what the user should know but that does not stop
+ * the job: the config's warnings, the keys Slurm decides instead of the
+ * config, and counts the site lets Slurm override. */
+static void warn_once(uint32_t world, uint32_t nnodes, bool job_wins)
+{
+    const struct accel_cfg *cfg = &plugin.cfg;
+    char *copy, *line, *save = NULL;
+
+    if (plugin.warnings[0] != '\0' && (copy = strdup(plugin.warnings)) != NULL) {
+        for (line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+            slurm_spank_log(PLUGIN_NAME ": %s", line);
+        free(copy);
+    }
+    if (cfg->main_process_ip != NULL || cfg->main_process_port >= 0)
+        slurm_spank_log(PLUGIN_NAME ": note: %s: Slurm decides the rendezvous here "
+                                    "(MASTER_ADDR=%s, MASTER_PORT=%u); main_process_ip and "
+                                    "main_process_port in the config are not used",
+                        plugin.config_path, plugin.master_addr, plugin.master_port);
+    if (!job_wins)
+        return;
+    if (cfg->num_processes > 0 && (uint32_t)cfg->num_processes != world)
+        slurm_spank_log(PLUGIN_NAME ": warning: %s says num_processes: %ld, the step has %u "
+                                    "task%s; the site lets Slurm win",
+                        plugin.config_path, cfg->num_processes, world, world == 1 ? "" : "s");
+    if (accel_map_find(&cfg->tree, "num_machines") != NULL &&
+        (uint32_t)cfg->num_machines != nnodes)
+        slurm_spank_log(PLUGIN_NAME ": warning: %s says num_machines: %ld, the step has %u "
+                                    "node%s; the site lets Slurm win",
+                        plugin.config_path, cfg->num_machines, nnodes, nnodes == 1 ? "" : "s");
+}
+
+/* True for the variables that name visible devices: Slurm's GPU binding owns
+ * them, so a config's gpu_ids never replaces what Slurm set. */
+static bool device_var(const char *name)
+{
+    static const char *const names[] = {
+        "CUDA_VISIBLE_DEVICES",    "ZE_AFFINITY_MASK",          "MLU_VISIBLE_DEVICES",
+        "SDAA_VISIBLE_DEVICES",    "MUSA_VISIBLE_DEVICES",      "ASCEND_RT_VISIBLE_DEVICES",
+        "HABANA_VISIBLE_MODULES",  "NEURON_RT_VISIBLE_CORES"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcmp(name, names[i]) == 0)
+            return true;
+    return false;
 }
 
 /* Prints a user error once per step: from global rank 0. */
@@ -237,17 +291,8 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     lay.cpus_per_proc = cpus;
     eopts.site = plugin.args.site[0] ? &plugin.site : NULL;
     eopts.job_wins = plugin.site.slurm_wins;
-    if (eopts.job_wins && rank == 0) {
-        if (plugin.cfg.num_processes > 0 && (uint32_t)plugin.cfg.num_processes != world)
-            slurm_spank_log(PLUGIN_NAME ": warning: %s says num_processes: %ld, the step has %u "
-                                        "tasks; the site lets Slurm win",
-                            plugin.config_path, plugin.cfg.num_processes, world);
-        if (accel_map_find(&plugin.cfg.tree, "num_machines") != NULL &&
-            (uint32_t)plugin.cfg.num_machines != nnodes)
-            slurm_spank_log(PLUGIN_NAME ": warning: %s says num_machines: %ld, the step has %u "
-                                        "nodes; the site lets Slurm win",
-                            plugin.config_path, plugin.cfg.num_machines, nnodes);
-    }
+    if (rank == 0)
+        warn_once(world, nnodes, eopts.job_wins);
     accel_error_clear(&err);
     if (accel_env_build(&plugin.cfg, &lay, &eopts, &env, &err) != ACCEL_OK) {
         char text[1024];
@@ -258,10 +303,14 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         char *kv = env.v[i], *eq = strchr(kv, '=');
         int overwrite = 1;
         *eq = '\0';
-        /* accelerate keeps an OMP_NUM_THREADS the user exported */
-        if (strcmp(kv, "OMP_NUM_THREADS") == 0 &&
-            spank_getenv(sp, kv, probe, sizeof(probe)) == ESPANK_SUCCESS)
-            overwrite = 0;
+        /* accelerate keeps an OMP_NUM_THREADS the user exported; Slurm's GPU
+         * binding is never replaced */
+        if (strcmp(kv, "OMP_NUM_THREADS") == 0 || device_var(kv))
+            overwrite = spank_getenv(sp, kv, probe, sizeof(probe)) == ESPANK_ENV_NOEXIST;
+        if (!overwrite && device_var(kv) && rank == 0)
+            slurm_spank_log(PLUGIN_NAME ": note: %s: gpu_ids is not used here; the step's GPU "
+                                        "binding (--gpus-per-task, --gres) decides %s",
+                            plugin.config_path, kv);
         if (spank_setenv(sp, kv, eq + 1, overwrite) != ESPANK_SUCCESS && overwrite) {
             *eq = '=';
             fail_task(rank, PLUGIN_NAME ": couldn't set the task environment");

@@ -214,11 +214,20 @@ static void check_value(struct walk *w, const struct key_spec *k, const struct a
     case KT_ENUM: {
         size_t idx;
         if (!enum_match(k, v, &idx)) {
+            const char *spelled = NULL;
             list_values(k->values, allowed, sizeof(allowed));
-            accel_diag_add(w->d, ACCEL_SEV_ERROR, &v->mark, path, "%s%s%s is not one of: %s%s",
-                           v->type == ACCEL_V_STR ? "'" : "", got,
-                           v->type == ACCEL_V_STR ? "'" : "", allowed,
-                           (k->flags & KF_DIGITS) ? " (or their number, 1 upward)" : "");
+            for (size_t i = 0; v->type == ACCEL_V_STR && k->values[i] != NULL; i++)
+                if (strcasecmp(v->u.s, k->values[i]) == 0)
+                    spelled = k->values[i];
+            if (spelled != NULL)
+                accel_diag_add(w->d, ACCEL_SEV_ERROR, &v->mark, path,
+                               "'%s': accelerate compares this exactly; write %s", v->u.s,
+                               spelled);
+            else
+                accel_diag_add(w->d, ACCEL_SEV_ERROR, &v->mark, path,
+                               "%s%s%s is not one of: %s%s", v->type == ACCEL_V_STR ? "'" : "",
+                               got, v->type == ACCEL_V_STR ? "'" : "", allowed,
+                               (k->flags & KF_DIGITS) ? " (or their number, 1 upward)" : "");
         }
         return;
     }
