@@ -60,7 +60,6 @@ override CFLAGS := -std=gnu11 -fPIC $(OPT) $(HARDEN) $(WARN) $(INCLUDES) $(YAML_
                    $(CJSON_CFLAGS) $(HWLOC_CFLAGS) -MMD -MP $(CFLAGS)
 override LDFLAGS := $(if $(SANITIZER),-fsanitize=$(SANITIZER)) -Wl,-z,relro -Wl,-z,now \
                     -Wl,-z,noexecstack $(LDFLAGS)
-LIBS := $(YAML_LIBS) $(if $(TOPO_SRC),$(HWLOC_LIBS) -ldl) -lm
 
 # ---------------------------------------------------------------- sources
 BASE_SRC   := $(wildcard core/base/*.c)
@@ -68,6 +67,7 @@ CONFIG_SRC := $(wildcard core/config/*.c)
 ENV_SRC    := $(wildcard core/env/*.c)
 TOPO_SRC   := $(wildcard topology/*.c)
 LIB_SRC    := $(BASE_SRC) $(CONFIG_SRC) $(ENV_SRC) $(TOPO_SRC)
+LIBS       := $(YAML_LIBS) $(if $(TOPO_SRC),$(HWLOC_LIBS) -ldl) -lm
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 
 CLI_SRC    := $(wildcard cli/*.c)
@@ -198,12 +198,13 @@ oracle:
 	$(Q)sh scripts/deps.sh oracle
 	$(Q)sh scripts/oracle.sh
 
-$(BUILD)/bench/env_build: $(BUILD)/obj/bench/env_build.o $(LIBA)
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBA)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-bench: all $(BUILD)/bench/env_build
+bench: all $(BUILD)/bench/env_build $(BUILD)/bench/topo_sim
 	$(Q)sh bench/run.sh $(CLI)
+	$(Q)sh bench/topo_sim.sh $(BUILD)/bench/topo_sim
 	$(Q)bash bench/slurm.sh $(SPANK_SO) $(CLI)
 
 install: all
@@ -214,7 +215,7 @@ install: all
 	install -m 0755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/libaccelrun.so.$(VERSION)
 	ln -sf libaccelrun.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libaccelrun.so.0
 	ln -sf libaccelrun.so.0 $(DESTDIR)$(PREFIX)/lib/libaccelrun.so
-	install -m 0644 core/include/accel/*.h $(DESTDIR)$(PREFIX)/include/accel/
+	install -m 0644 core/include/accel/*.h topology/include/accel/*.h $(DESTDIR)$(PREFIX)/include/accel/
 	if [ -f $(SPANK_SO) ]; then \
 	    install -d $(DESTDIR)$(SLURM_PLUGINDIR) && \
 	    install -m 0755 $(SPANK_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/accelrun.so; fi

@@ -103,7 +103,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     struct accel_error err;
     uint32_t step_id = 0, job_id = 0;
     uid_t job_uid = 0;
-    char nodelist[ACCEL_MAX_HOSTLIST + 1];
+    char *nodelist = NULL;
     spank_err_t src;
 
     (void)ac;
@@ -153,15 +153,20 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     accel_diags_free(&d);
     plugin.loaded = true;
 
-    src = spank_getenv(sp, "SLURM_STEP_NODELIST", nodelist, sizeof(nodelist));
+    /* A fragmented 16k-node step lists ~74 KB of hosts: on the heap. */
+    nodelist = malloc(ACCEL_MAX_HOSTLIST + 1);
+    src = nodelist ? spank_getenv(sp, "SLURM_STEP_NODELIST", nodelist, ACCEL_MAX_HOSTLIST + 1)
+                   : ESPANK_NOSPACE;
     if (src != ESPANK_SUCCESS ||
         accel_hostlist_first(nodelist, plugin.master_addr, sizeof(plugin.master_addr), &err) !=
             ACCEL_OK) {
         snprintf(plugin.error, sizeof(plugin.error),
                  PLUGIN_NAME ": couldn't find the first host of SLURM_STEP_NODELIST: %s",
                  src != ESPANK_SUCCESS ? spank_strerror(src) : err.msg);
+        free(nodelist);
         return 0;
     }
+    free(nodelist);
     /* The plugstack line wins over the site file's accelrun section. */
     if (plugin.args.ports_given)
         plugin.master_port = accel_step_port(job_id, step_id, plugin.args.port_base,

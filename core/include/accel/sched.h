@@ -11,7 +11,7 @@
 
 #include "accel/err.h"
 
-#define ACCEL_MAX_HOSTLIST 65536 /* bytes of SLURM_STEP_NODELIST we accept */
+#define ACCEL_MAX_HOSTLIST (1u << 20) /* bytes of SLURM_STEP_NODELIST we accept */
 
 /* The first host of a Slurm host list such as "gpu[007-010,12],login1" ->
  * "gpu007" (zero padding kept, as Slurm expands it).  ACCEL_EINVAL for an
