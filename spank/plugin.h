@@ -15,6 +15,8 @@
 
 #include <slurm/spank.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "accel/config.h"
 #include "accel/site.h"
@@ -24,7 +26,8 @@
 #define MAX_ERROR_TEXT 8192
 
 struct plugin_args {
-    char site[MAX_PATH_ARG]; /* site=FILE, "" = none */
+    char site[MAX_PATH_ARG];     /* site=FILE, "" = none */
+    char topology[MAX_PATH_ARG]; /* topology=FILE, "" = next to slurm.conf */
     unsigned port_base;      /* port_base= */
     unsigned port_range;     /* port_range= */
     bool ports_given;        /* either was on the plugstack line: it beats the site file */
@@ -39,6 +42,8 @@ struct plugin_state {
     bool loaded;       /* cfg and site are valid */
     struct accel_site site;
     struct accel_cfg cfg;
+    size_t nnodes;     /* nodes of the step */
+    size_t *node_rank; /* [nnodes]: ring place (GROUP_RANK) of Slurm's node i */
     char master_addr[256];
     unsigned master_port;
     char error[MAX_ERROR_TEXT];    /* user error to raise in task_init, "" = none */
@@ -50,6 +55,12 @@ extern struct plugin_state plugin;
 /* args.c: parses plugstack.conf arguments strictly; a bad one is recorded in
  * args->error (and logged), never fails the plugin. */
 void plugin_args_parse(struct plugin_args *args, int ac, char **av);
+
+/* order.c: the step's node order from Slurm's topology.conf (user_init),
+ * and a node's GROUP_RANK and first rank (task_init). */
+enum accel_err plugin_order_load(spank_t sp, const char *nodelist, struct accel_error *err);
+enum accel_err plugin_order_rank(const char *tasks_per_node, uint32_t node_id, uint32_t *group_rank,
+                                 uint32_t *first_rank, struct accel_error *err);
 
 /* options.c */
 int plugin_options_register(spank_t sp);

@@ -34,6 +34,7 @@ struct plugin_state plugin;
 void plugin_state_reset(void)
 {
     free(plugin.config_path);
+    accel_free(plugin.node_rank);
     if (plugin.loaded) {
         accel_cfg_free(&plugin.cfg);
         accel_site_free(&plugin.site);
@@ -166,6 +167,10 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
         free(nodelist);
         return 0;
     }
+    /* Switch-aware node order; without it (no topology.conf, odd host names)
+     * the tasks keep Slurm's order. */
+    if (plugin_order_load(sp, nodelist, &err) != ACCEL_OK)
+        slurm_debug(PLUGIN_NAME ": Slurm's node order: %s", err.msg);
     free(nodelist);
     /* The plugstack line wins over the site file's accelrun section. */
     if (plugin.args.ports_given)
@@ -267,20 +272,27 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         !get_u32(sp, S_JOB_LOCAL_TASK_COUNT, &local_count) ||
         !get_u32(sp, S_JOB_NODEID, &node_id) || !get_u32(sp, S_JOB_NNODES, &nnodes))
         return fail_task(rank, PLUGIN_NAME ": couldn't read the task layout from Slurm");
-    /* Ranks contiguous per node, as torchrun numbers them (DESIGN decision
-     * 7): node k's first rank is the number of tasks on nodes 0..k-1.  With
-     * Slurm's default block distribution this is SLURM_PROCID; with -m
-     * cyclic it is not, and this is the one that keeps GROUP_RANK,
-     * LOCAL_RANK and RANK consistent. */
+    /* Ranks contiguous per node, as torchrun numbers them, with the nodes in
+     * switch order (order.c; DESIGN decision 7): a node's first rank is the
+     * number of tasks on the nodes placed before it.  With Slurm's block
+     * distribution and no topology this is SLURM_PROCID; with -m cyclic or a
+     * topology.conf it is not, and this is the numbering that keeps
+     * GROUP_RANK, LOCAL_RANK and RANK consistent. */
     {
-        char tpn[1024];
+        char tpn[4096];
         unsigned before = 0, count = 0;
+        uint32_t group = node_id, first = 0;
         if (spank_getenv(sp, "SLURM_STEP_TASKS_PER_NODE", tpn, sizeof(tpn)) == ESPANK_SUCCESS) {
             if (accel_tasks_per_node(tpn, node_id, &before, &count, &err) != ACCEL_OK ||
                 count != local_count)
                 return fail_task(rank, PLUGIN_NAME ": SLURM_STEP_TASKS_PER_NODE does not match "
                                                    "this node's task count");
-            rank = before + (uint32_t)local_id;
+            first = before;
+            if (plugin.node_rank != NULL &&
+                plugin_order_rank(tpn, node_id, &group, &first, &err) != ACCEL_OK)
+                return fail_task(rank, err.msg);
+            node_id = group;
+            rank = first + (uint32_t)local_id;
         }
     }
     if (!get_u32(sp, S_STEP_CPUS_PER_TASK, &cpus))
