@@ -17,6 +17,7 @@
 
 int cli_check(int argc, char **argv);
 int cli_env(int argc, char **argv);
+int cli_topo(int argc, char **argv);
 
 /* Prints findings as "file:line:col: severity: key: message" lines. */
 void cli_print_diags(const struct accel_diags *d, FILE *out);
@@ -55,5 +56,6 @@ void cli_print_summary(const char *file, const struct accel_diags *d, FILE *out)
 /* The usage text of a subcommand, also printed by --help. */
 extern const char cli_check_usage[];
 extern const char cli_env_usage[];
+extern const char cli_topo_usage[];
 
 #endif

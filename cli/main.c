@@ -19,6 +19,8 @@ static const char usage[] =
     "  check FILE   validate a config: schema of a given accelerate version, types,\n"
     "               cross-field rules, site policy, cluster fit; all findings at once\n"
     "  env FILE     print the environment of one process (or of one node) for a layout\n"
+    "  topo         show the placement of a node's ranks (GPU, NUMA, CPUs, NIC) and the\n"
+    "               switch order of a job's nodes\n"
     "  help         this text; `accelrun COMMAND --help` for a command\n"
     "  version      print the version\n"
     "\n"
@@ -47,6 +49,8 @@ int main(int argc, char **argv)
         return cli_check(argc - 1, argv + 1);
     if (strcmp(cmd, "env") == 0)
         return cli_env(argc - 1, argv + 1);
+    if (strcmp(cmd, "topo") == 0)
+        return cli_topo(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         fputs(usage, stdout);
         return CLI_EXIT_OK;

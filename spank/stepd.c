@@ -174,11 +174,11 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     free(nodelist);
     /* The plugstack line wins over the site file's accelrun section. */
     if (plugin.args.ports_given)
-        plugin.master_port = accel_step_port(job_id, step_id, plugin.args.port_base,
-                                             plugin.args.port_range);
+        plugin.master_port =
+            accel_step_port(job_id, step_id, plugin.args.port_base, plugin.args.port_range);
     else
-        plugin.master_port = accel_step_port(job_id, step_id, plugin.site.port_base,
-                                             plugin.site.port_range);
+        plugin.master_port =
+            accel_step_port(job_id, step_id, plugin.site.port_base, plugin.site.port_range);
     return 0;
 }
 
@@ -211,8 +211,7 @@ static void warn_once(uint32_t world, uint32_t nnodes, bool job_wins)
         slurm_spank_log(PLUGIN_NAME ": warning: %s says num_processes: %ld, the step has %u "
                                     "task%s; the site lets Slurm win",
                         plugin.config_path, cfg->num_processes, world, world == 1 ? "" : "s");
-    if (accel_map_find(&cfg->tree, "num_machines") != NULL &&
-        (uint32_t)cfg->num_machines != nnodes)
+    if (accel_map_find(&cfg->tree, "num_machines") != NULL && (uint32_t)cfg->num_machines != nnodes)
         slurm_spank_log(PLUGIN_NAME ": warning: %s says num_machines: %ld, the step has %u "
                                     "node%s; the site lets Slurm win",
                         plugin.config_path, cfg->num_machines, nnodes, nnodes == 1 ? "" : "s");
@@ -222,10 +221,10 @@ static void warn_once(uint32_t world, uint32_t nnodes, bool job_wins)
  * them, so a config's gpu_ids never replaces what Slurm set. */
 static bool device_var(const char *name)
 {
-    static const char *const names[] = {
-        "CUDA_VISIBLE_DEVICES",    "ZE_AFFINITY_MASK",          "MLU_VISIBLE_DEVICES",
-        "SDAA_VISIBLE_DEVICES",    "MUSA_VISIBLE_DEVICES",      "ASCEND_RT_VISIBLE_DEVICES",
-        "HABANA_VISIBLE_MODULES",  "NEURON_RT_VISIBLE_CORES"};
+    static const char *const names[] = {"CUDA_VISIBLE_DEVICES",   "ZE_AFFINITY_MASK",
+                                        "MLU_VISIBLE_DEVICES",    "SDAA_VISIBLE_DEVICES",
+                                        "MUSA_VISIBLE_DEVICES",   "ASCEND_RT_VISIBLE_DEVICES",
+                                        "HABANA_VISIBLE_MODULES", "NEURON_RT_VISIBLE_CORES"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (strcmp(name, names[i]) == 0)
             return true;

@@ -46,10 +46,11 @@ static enum accel_err make_world(const struct accel_cfg *cfg, const struct accel
                                cfg->num_processes, w->world_size, w->world_size == 1 ? "" : "es");
     if (!job_wins && accel_map_find(&cfg->tree, "num_machines") != NULL &&
         (unsigned long)cfg->num_machines != w->nnodes)
-        return accel_error_set(err, ACCEL_ELAYOUT,
-                               "the config says num_machines: %ld, the job has %u node%s; make them "
-                               "equal or leave num_machines out",
-                               cfg->num_machines, w->nnodes, w->nnodes == 1 ? "" : "s");
+        return accel_error_set(
+            err, ACCEL_ELAYOUT,
+            "the config says num_machines: %ld, the job has %u node%s; make them "
+            "equal or leave num_machines out",
+            cfg->num_machines, w->nnodes, w->nnodes == 1 ? "" : "s");
     w->master_addr =
         lay->master_addr ? lay->master_addr
         : (cfg->main_process_ip && (cfg->num_machines > 1 || cfg->launcher == ACCEL_LAUNCH_SIMPLE))

@@ -123,5 +123,36 @@ else
     bad "env is sorted"
 fi
 
+# topo: the DGX-H100-like XML, a granted subset, the switch order of 4 nodes
+h100=tests/topo/dgx-h100.xml
+expect "topo --xml h100" 0 "$bin" topo --xml "$h100" --nproc-per-node 8
+contains "topo: 8 GPUs, 4 NVSwitches" "8 GPUs, 9 NICs, 4 NVSwitches"
+contains "topo: rank 7 on GPU 7 with mlx5_7" "7     7      0000:df:00.0  1"
+expect "topo granted 4,0" 0 "$bin" topo --xml "$h100" --gpus 4,0 --nproc-per-node 2 --json
+if printf '%s' "$out" | python3 -c 'import json,sys; r=json.load(sys.stdin)["ranks"]; sys.exit(0 if [x["gpu"] for x in r]==["0","4"] and r[0]["nic"]=="mlx5_0" else 1)'; then
+    ok "topo: only granted GPUs, in topology order, with their NICs"
+else
+    bad "topo: only granted GPUs, in topology order, with their NICs" "$out"
+fi
+expect "topo: more ranks than GPUs is an error" 1 "$bin" topo --xml "$h100" --gpus 1,2 --nproc-per-node 3
+printf 'SwitchName=leaf1 Nodes=n[1,3]\nSwitchName=leaf2 Nodes=n[2,4]\nSwitchName=spine Switches=leaf[1-2]\n' >"$tmp/topology.conf"
+expect "topo: node order" 0 "$bin" topo --xml "$h100" --topology-conf "$tmp/topology.conf" --nodes 'n[1-4]'
+contains "topo: leaf-mates adjacent, n1 first" "1          n3               leaf1"
+contains "topo: ring crossings against Slurm's order" "ring: 2 leaf-switch crossings (Slurm's order: 4, lower bound: 2)"
+printf 'SwitchName=leaf1 Nodes=n1\nSwitchName=leaf1 Nodes=n2\n' >"$tmp/bad-topology.conf"
+expect "topo: a bad topology.conf is a located error" 1 "$bin" topo --xml "$h100" --topology-conf "$tmp/bad-topology.conf" --nodes 'n[1-2]'
+contains "topo: the error names the file and line" "bad-topology.conf:2"
+if command -v dot >/dev/null 2>&1; then
+    if "$bin" topo --xml "$h100" --dot | dot -Tpng -o "$tmp/ring.png" && [ -s "$tmp/ring.png" ]; then
+        ok "topo --dot renders with Graphviz"
+    else
+        bad "topo --dot renders with Graphviz"
+    fi
+else
+    skip=$((skip + 1)); echo "ok - topo --dot renders # SKIP Graphviz's dot is not installed"
+fi
+expect "topo: CPU-only machine" 0 "$bin" topo --xml "${ACCEL_SHARED:-../shared}/corpus/hwloc-xml/32em64t-2n8c2t-pci-normalio.xml"
+expect "topo --help" 0 "$bin" topo --help
+
 echo "cli: $pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

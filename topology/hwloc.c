@@ -1,0 +1,903 @@
+/*
+ * hwloc.c: the discovery backend.  hwloc builds the tree, from the live
+ * machine (PCI devices from sysfs) or from an XML export; this file walks it
+ * once, copies what the plan needs into struct accel_topo and destroys the
+ * hwloc topology, so nothing hwloc owns outlives the call.  hwloc 2.x cannot
+ * read the XML that hwloc 3.x writes, so a 3.x export is first rewritten into
+ * the 2.x dialect the way hwloc 3's own v2 export does.  This file decides
+ * nothing about placement (node.c) and does not talk to the GPU driver
+ * (nvml.c).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hwloc.h>
+
+#include "accel/alloc.h"
+#include "accel/buf.h"
+#include "accel/fsutil.h"
+#include "accel/log.h"
+#include "topo_int.h"
+
+/* ---------------------------------------------------------------- hwloc 2 vs 3 */
+
+enum osdev_kind { OSDEV_OTHER, OSDEV_NETWORK, OSDEV_OPENFABRICS };
+
+#if HWLOC_API_VERSION >= 0x00030000
+#define HWLOC_READS_V3 1
+/* hwloc 3: a bitmask; an OpenFabrics device is also a network device. */
+static enum osdev_kind osdev_kind(hwloc_obj_t o)
+{
+    if (o->attr->osdev.types & HWLOC_OBJ_OSDEV_OPENFABRICS)
+        return OSDEV_OPENFABRICS;
+    if (o->attr->osdev.types & HWLOC_OBJ_OSDEV_NETWORK)
+        return OSDEV_NETWORK;
+    return OSDEV_OTHER;
+}
+#else
+#define HWLOC_READS_V3 0
+static enum osdev_kind osdev_kind(hwloc_obj_t o)
+{
+    if (o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS)
+        return OSDEV_OPENFABRICS;
+    if (o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK)
+        return OSDEV_NETWORK;
+    return OSDEV_OTHER;
+}
+#endif
+
+/* ---------------------------------------------------------------- XML 3.x -> 2.x, comments */
+
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* One past the '>' that closes the markup starting at in[i] ('<'); 0 when it
+ * does not close or holds a '<'.  Quoted attribute values may hold '>'. */
+static size_t markup_end(const char *in, size_t len, size_t i)
+{
+    const char *close = ">";
+    char quote = 0;
+
+    if (len - i >= 4 && memcmp(in + i, "<!--", 4) == 0)
+        close = "-->";
+    else if (len - i >= 9 && memcmp(in + i, "<![CDATA[", 9) == 0)
+        close = "]]>";
+    for (size_t j = i + 1; j < len; j++) {
+        if (close[1] == '\0' && in[j] == '<') {
+            return 0; /* '<' inside a tag, even quoted, is not XML (it is written &lt;) */
+        } else if (close[1] == '\0' && quote) {
+            if (in[j] == quote)
+                quote = 0;
+        } else if (close[1] == '\0' && (in[j] == '"' || in[j] == '\'')) {
+            quote = in[j];
+        } else if (in[j] == '>' && j + 1 >= strlen(close) &&
+                   memcmp(in + j + 1 - strlen(close), close, strlen(close)) == 0) {
+            return j + 1;
+        }
+    }
+    return 0;
+}
+
+static bool is_name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == ':' || c == '.';
+}
+
+/* Reads the next attribute of a start tag at *p: 1 with its name and value,
+ * 0 at the tag's end ("/>" or ">", which must close [.., end)), -1 when the
+ * tag is not XML: '<' name (spaces name = "value")* spaces? '/'? '>'.  hwloc's
+ * own parser reads some malformed tags differently (it takes a '/' after a
+ * value as the end of the tag), so such tags are refused before either reads
+ * them. */
+static int next_attr(const char **p, const char *end, const char **name, size_t *nlen,
+                     const char **val, size_t *vlen)
+{
+    const char *s = *p;
+    bool space = false;
+    char q;
+
+    while (s < end && is_space(*s)) {
+        s++;
+        space = true;
+    }
+    if (s < end && *s == '/')
+        s++;
+    if (s < end && *s == '>')
+        return s + 1 == end ? 0 : -1;
+    if (!space || s >= end || !is_name_char(*s))
+        return -1;
+    *name = s;
+    while (s < end && is_name_char(*s))
+        s++;
+    *nlen = (size_t)(s - *name);
+    while (s < end && is_space(*s))
+        s++;
+    if (s >= end || *s++ != '=')
+        return -1;
+    while (s < end && is_space(*s))
+        s++;
+    if (s >= end || (*s != '"' && *s != '\''))
+        return -1;
+    q = *s++;
+    *val = s;
+    while (s < end && *s != q)
+        s++;
+    if (s >= end)
+        return -1;
+    *vlen = (size_t)(s - *val);
+    *p = s + 1;
+    return 1;
+}
+
+/* Skips '<' and the element name; NULL when there is none. */
+static const char *after_name(const char *tag, const char *end)
+{
+    const char *p = tag + 1;
+
+    if (p >= end || !is_name_char(*p))
+        return NULL;
+    while (p < end && is_name_char(*p))
+        p++;
+    return p;
+}
+
+static bool tag_well_formed(const char *tag, const char *end)
+{
+    const char *p = after_name(tag, end), *n, *v;
+    size_t nl, vl;
+    int r;
+
+    if (p == NULL)
+        return false;
+    while ((r = next_attr(&p, end, &n, &nl, &v, &vl)) == 1)
+        ;
+    return r == 0;
+}
+
+/* The value of attribute `name` in a well-formed start tag [tag, end). */
+static bool tag_attr(const char *tag, const char *end, const char *name, const char **val,
+                     size_t *vlen)
+{
+    const char *p = after_name(tag, end), *n;
+    size_t nl;
+
+    while (p != NULL && next_attr(&p, end, &n, &nl, val, vlen) == 1)
+        if (nl == strlen(name) && memcmp(n, name, nl) == 0)
+            return true;
+    return false;
+}
+
+static bool value_is(const char *v, size_t n, const char *s)
+{
+    return strlen(s) == n && memcmp(v, s, n) == 0;
+}
+
+static unsigned long value_ulong(const char *v, size_t n)
+{
+    char tmp[24];
+
+    if (n >= sizeof(tmp))
+        return 0;
+    memcpy(tmp, v, n);
+    tmp[n] = '\0';
+    return strtoul(tmp, NULL, 10);
+}
+
+/* hwloc 3's OS device type bitmask as hwloc 2's enum (block 0, GPU 1,
+ * network 2, OpenFabrics 3, DMA 4, co-processor 5): the mapping of hwloc 3's
+ * HWLOC_TOPOLOGY_EXPORT_XML_FLAG_V2 export. */
+static unsigned osdev_v2(unsigned long types, const char *tag, const char *end)
+{
+    const char *v = NULL;
+    size_t n = 0;
+    bool bxi = tag_attr(tag, end, "subtype", &v, &n) && value_is(v, n, "BXI");
+    bool smi = tag_attr(tag, end, "name", &v, &n) && n >= 4 &&
+               (memcmp(v, "nvml", 4) == 0 || memcmp(v, "rsmi", 4) == 0);
+
+    if (types & 0x3) /* storage, memory */
+        return 0;
+    if (types & 0x20) /* OpenFabrics */
+        return 3;
+    if (types & 0x10) /* network */
+        return bxi ? 3 : 2;
+    if (types & 0x40) /* DMA */
+        return 4;
+    if (types & 0x8) /* co-processor */
+        return smi ? 1 : 5;
+    if (types & 0x4) /* GPU */
+        return 1;
+    return 0;
+}
+
+static enum accel_err add_tag(struct accel_buf *out, const char *tag, size_t tlen, const char *val,
+                              size_t vlen, const char *repl)
+{
+    enum accel_err rc;
+
+    if (val == NULL)
+        return accel_buf_add(out, tag, tlen);
+    rc = accel_buf_add(out, tag, (size_t)(val - tag));
+    if (rc == ACCEL_OK)
+        rc = accel_buf_puts(out, repl);
+    if (rc == ACCEL_OK)
+        rc = accel_buf_add(out, val + vlen, tlen - (size_t)(val - tag) - vlen);
+    return rc;
+}
+
+/* Copies one tag, rewriting the attribute hwloc 2 reads differently. */
+static enum accel_err rewrite_tag(struct accel_buf *out, const char *tag, size_t tlen,
+                                  const char *name, size_t nlen)
+{
+    const char *end = tag + tlen, *v = NULL;
+    size_t n = 0;
+    char repl[24];
+
+    if (value_is(name, nlen, "topology") && tag_attr(tag, end, "version", &v, &n))
+        return add_tag(out, tag, tlen, v, n, "2.0");
+    if (value_is(name, nlen, "object") && tag_attr(tag, end, "type", &v, &n) &&
+        value_is(v, n, "OSDev") && tag_attr(tag, end, "osdev_type", &v, &n)) {
+        snprintf(repl, sizeof(repl), "%u", osdev_v2(value_ulong(v, n), tag, end));
+        return add_tag(out, tag, tlen, v, n, repl);
+    }
+    if ((value_is(name, nlen, "distances2") || value_is(name, nlen, "distances2hetero")) &&
+        tag_attr(tag, end, "kind", &v, &n)) {
+        unsigned long kind = value_ulong(v, n);
+
+        if (kind & 0x20) /* hwloc 3 "hops" was "latency" in hwloc 2 */
+            kind = (kind & ~0x20ul) | 0x4;
+        snprintf(repl, sizeof(repl), "%lu", kind);
+        return add_tag(out, tag, tlen, v, n, repl);
+    }
+    return accel_buf_add(out, tag, tlen);
+}
+
+/* hwloc 2.9 trusts its input: an object without one of its four sets makes
+ * it dereference NULL while loading.  Every object but the I/O and Misc ones
+ * must carry them, as bitmaps ("0x000000ff,,0x1", "0xf...f"). */
+static bool object_sets_ok(const char *tag, const char *end)
+{
+    static const char *const sets[] = {"cpuset", "complete_cpuset", "nodeset", "complete_nodeset"};
+    const char *v = NULL;
+    size_t n = 0;
+
+    if (!tag_attr(tag, end, "type", &v, &n))
+        return false;
+    if (value_is(v, n, "Bridge") || value_is(v, n, "PCIDev") || value_is(v, n, "OSDev") ||
+        value_is(v, n, "Misc"))
+        return true;
+    for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++)
+        if (!tag_attr(tag, end, sets[i], &v, &n) || n == 0 ||
+            strspn(v, "0123456789abcdefABCDEFx,.") < n)
+            return false;
+    return true;
+}
+
+/* hwloc 2 stops reading the topology at the first top-level element it does
+ * not know: hwloc 3's topology-wide <info>, <memtier> and <pci_locality>
+ * elements are left out (hwloc 2 derives PCI locality from the tree). */
+static bool v3_only(const char *name, size_t n)
+{
+    return value_is(name, n, "info") || value_is(name, n, "memtier") ||
+           value_is(name, n, "pci_locality");
+}
+
+/* Copies an hwloc XML export into *out, without comments (hwloc's own parser
+ * does not take them; hwloc never writes them, people editing a file do) and,
+ * with `v3`, rewritten into the 2.x dialect. */
+static enum accel_err xml_normalize(const char *in, size_t len, bool v3, struct accel_buf *out,
+                                    struct accel_error *err)
+{
+    unsigned depth = 0, skip = 0; /* skip: depth + 1 of the element being left out */
+    size_t i = 0;
+    enum accel_err rc = ACCEL_OK;
+
+    while (i < len && rc == ACCEL_OK) {
+        const char *lt = memchr(in + i, '<', len - i), *tag, *name;
+        size_t stop = lt ? (size_t)(lt - in) : len, end, tlen, nlen;
+        bool closing, empty, drop;
+
+        if (!skip && stop > i)
+            rc = accel_buf_add(out, in + i, stop - i);
+        if (lt == NULL || rc != ACCEL_OK)
+            break;
+        i = stop;
+        end = markup_end(in, len, i);
+        if (end == 0)
+            return accel_error_set(
+                err, ACCEL_EPARSE,
+                "hwloc XML: the markup at byte %zu does not close, or holds a '<'", i);
+        tag = in + i;
+        tlen = end - i;
+        i = end;
+        if (tlen >= 4 && memcmp(tag, "<!--", 4) == 0)
+            continue;
+        if (tag[1] == '?' || tag[1] == '!') {
+            if (!skip)
+                rc = accel_buf_add(out, tag, tlen);
+            continue;
+        }
+        closing = tag[1] == '/';
+        empty = tlen >= 3 && tag[tlen - 2] == '/';
+        if (closing) {
+            if (depth == 0)
+                return accel_error_set(err, ACCEL_EPARSE,
+                                       "hwloc XML: unbalanced closing tag at byte %zu",
+                                       (size_t)(tag - in));
+            depth--;
+            if (skip) {
+                if (depth + 1 == skip)
+                    skip = 0;
+                continue;
+            }
+            rc = accel_buf_add(out, tag, tlen);
+            continue;
+        }
+        name = tag + 1;
+        nlen = 0;
+        while (nlen < tlen - 1 && !is_space(name[nlen]) && name[nlen] != '>' && name[nlen] != '/')
+            nlen++;
+        if (!tag_well_formed(tag, tag + tlen))
+            return accel_error_set(err, ACCEL_EPARSE, "hwloc XML: malformed tag at byte %zu",
+                                   (size_t)(tag - in));
+        if (value_is(name, nlen, "object") && !object_sets_ok(tag, tag + tlen))
+            return accel_error_set(err, ACCEL_EPARSE,
+                                   "hwloc XML: object at byte %zu lacks its type or a valid "
+                                   "cpuset, complete_cpuset, nodeset or complete_nodeset",
+                                   (size_t)(tag - in));
+        drop = v3 && !skip && depth == 1 && v3_only(name, nlen);
+        if (drop && !empty)
+            skip = depth + 1;
+        if (!empty)
+            depth++;
+        if (drop || skip)
+            continue;
+        rc = v3 ? rewrite_tag(out, tag, tlen, name, nlen) : accel_buf_add(out, tag, tlen);
+    }
+    if (rc != ACCEL_OK)
+        return accel_error_set(err, rc, "out of memory converting hwloc XML");
+    return ACCEL_OK;
+}
+
+/* The major version of an hwloc XML export (<topology version="3.0">); 0 when
+ * there is none (hwloc 1.x wrote no version). */
+static unsigned xml_major(const char *xml, size_t len)
+{
+    for (size_t i = 0; i + 9 < len; i++) {
+        const char *v = NULL;
+        size_t n = 0, end;
+
+        if (xml[i] != '<' || memcmp(xml + i + 1, "topology", 8) != 0 || !is_space(xml[i + 9]))
+            continue;
+        end = markup_end(xml, len, i);
+        if (end != 0 && tag_attr(xml + i, xml + end, "version", &v, &n))
+            return (unsigned)value_ulong(v, n);
+        return 0;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- tree -> model */
+
+struct dev {
+    hwloc_obj_t pci; /* the PCI function */
+    hwloc_obj_t os;  /* for a NIC, the OS device that names it */
+};
+
+struct found {
+    struct dev gpu[ACCEL_TOPO_MAX_GPUS], nic[ACCEL_TOPO_MAX_NICS], nvs[ACCEL_TOPO_MAX_NVSWITCHES];
+    unsigned ngpu, nnic, nnvs;
+};
+
+static int cmp_dev(const struct dev *a, const struct dev *b)
+{
+    const struct hwloc_pcidev_attr_s *x = &a->pci->attr->pcidev, *y = &b->pci->attr->pcidev;
+
+    if (x->domain != y->domain)
+        return x->domain < y->domain ? -1 : 1;
+    if (x->bus != y->bus)
+        return x->bus < y->bus ? -1 : 1;
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    if (x->func != y->func)
+        return x->func < y->func ? -1 : 1;
+    if (a->os != NULL && b->os != NULL && a->os->name != NULL && b->os->name != NULL)
+        return strcmp(a->os->name, b->os->name);
+    return 0;
+}
+
+/* Stable: devices that compare equal keep hwloc's (tree) order. */
+static void sort_devs(struct dev *d, unsigned n)
+{
+    for (unsigned i = 1; i < n; i++) {
+        struct dev x = d[i];
+        unsigned j = i;
+
+        while (j > 0 && cmp_dev(&x, &d[j - 1]) < 0) {
+            d[j] = d[j - 1];
+            j--;
+        }
+        d[j] = x;
+    }
+}
+
+static bool is_nvswitch(hwloc_obj_t o)
+{
+    const struct hwloc_pcidev_attr_s *a = &o->attr->pcidev;
+
+    /* hwloc's NVML backend marks the NVSwitches it sees NVLinks to, even
+     * when their config space reads as zeros (one does on the DGX-2). */
+    return (o->subtype != NULL && strcmp(o->subtype, "NVSwitch") == 0) ||
+           (a->vendor_id == 0x10de && a->class_id == 0x0680);
+}
+
+static bool is_gpu(hwloc_obj_t o)
+{
+    return o->attr->pcidev.vendor_id == 0x10de && (o->attr->pcidev.class_id >> 8) == 0x03 &&
+           !is_nvswitch(o);
+}
+
+static enum accel_err add_dev(struct dev *list, unsigned *n, unsigned cap, hwloc_obj_t pci,
+                              hwloc_obj_t os, const char *what, struct accel_error *err)
+{
+    if (*n == cap)
+        return accel_error_set(err, ACCEL_ETOOBIG, "more than %u %s on this node", cap, what);
+    list[*n].pci = pci;
+    list[*n].os = os;
+    (*n)++;
+    return ACCEL_OK;
+}
+
+static enum accel_err find_devices(hwloc_topology_t h, struct found *f, struct accel_error *err)
+{
+    enum accel_err rc = ACCEL_OK;
+
+    for (hwloc_obj_t o = hwloc_get_next_pcidev(h, NULL); o && rc == ACCEL_OK;
+         o = hwloc_get_next_pcidev(h, o)) {
+        bool rdma = false;
+
+        if (is_nvswitch(o))
+            rc = add_dev(f->nvs, &f->nnvs, ACCEL_TOPO_MAX_NVSWITCHES, o, NULL, "NVSwitches", err);
+        else if (is_gpu(o))
+            rc = add_dev(f->gpu, &f->ngpu, ACCEL_TOPO_MAX_GPUS, o, NULL, "GPUs", err);
+        for (hwloc_obj_t c = o->io_first_child; c; c = c->next_sibling)
+            if (c->type == HWLOC_OBJ_OS_DEVICE && osdev_kind(c) == OSDEV_OPENFABRICS)
+                rdma = true;
+        /* An RDMA device is the NIC; its IP interfaces (ib0, or the RoCE
+         * port's eth) are not NICs of their own.  A function without one is
+         * plain Ethernet, one NIC per interface. */
+        for (hwloc_obj_t c = o->io_first_child; c && rc == ACCEL_OK; c = c->next_sibling)
+            if (c->type == HWLOC_OBJ_OS_DEVICE && c->name != NULL &&
+                osdev_kind(c) == (rdma ? OSDEV_OPENFABRICS : OSDEV_NETWORK))
+                rc = add_dev(f->nic, &f->nnic, ACCEL_TOPO_MAX_NICS, o, c, "NICs", err);
+    }
+    sort_devs(f->gpu, f->ngpu);
+    sort_devs(f->nic, f->nnic);
+    sort_devs(f->nvs, f->nnvs);
+    return rc;
+}
+
+/* The PUs of the device's NUMA nodes, as a list. */
+static enum accel_err local_cpus(const struct accel_topo *t, struct accel_topo_pci *p,
+                                 struct accel_error *err)
+{
+    unsigned n = 0, *pus;
+    enum accel_err rc;
+
+    for (unsigned i = 0; i < t->nnuma; i++)
+        if ((p->numa >> i) & 1)
+            n += t->numa[i].npus;
+    pus = accel_malloc(((size_t)n + 1) * sizeof(*pus));
+    if (pus == NULL)
+        return accel_error_set(err, ACCEL_ENOMEM, "out of memory building the topology");
+    n = 0;
+    for (unsigned i = 0; i < t->nnuma; i++)
+        if ((p->numa >> i) & 1) {
+            memcpy(pus + n, t->numa[i].pus, t->numa[i].npus * sizeof(*pus));
+            n += t->numa[i].npus;
+        }
+    rc = topo__cpulist(pus, n, &p->cpus);
+    accel_free(pus);
+    if (rc != ACCEL_OK)
+        return accel_error_set(err, rc, "out of memory building the topology");
+    return ACCEL_OK;
+}
+
+static enum accel_err fill_pci(hwloc_topology_t h, const struct accel_topo *t, hwloc_obj_t o,
+                               struct accel_topo_pci *p, struct accel_error *err)
+{
+    const struct hwloc_pcidev_attr_s *a = &o->attr->pcidev;
+    hwloc_obj_t up[ACCEL_TOPO_MAX_PCI_DEPTH], nonio;
+    unsigned n = 0;
+
+    snprintf(p->busid, sizeof(p->busid), "%04x:%02x:%02x.%01x", (unsigned)a->domain, a->bus, a->dev,
+             a->func);
+    p->domain = a->domain;
+    p->bus = a->bus;
+    p->dev = a->dev;
+    p->func = a->func;
+    p->vendor = a->vendor_id;
+    p->device = a->device_id;
+    p->class_id = a->class_id;
+    for (hwloc_obj_t b = o->parent; b != NULL && b->type == HWLOC_OBJ_BRIDGE; b = b->parent) {
+        if (n == ACCEL_TOPO_MAX_PCI_DEPTH)
+            return accel_error_set(err, ACCEL_ETOOBIG,
+                                   "PCI device %s is below more than %u bridges", p->busid,
+                                   ACCEL_TOPO_MAX_PCI_DEPTH);
+        up[n++] = b;
+    }
+    p->depth = n;
+    for (unsigned i = 0; i < n; i++) {
+        hwloc_obj_t b = up[n - 1 - i];
+
+        if (b->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST)
+            snprintf(p->path[i], sizeof(p->path[i]), "%04x:[%02x-%02x]",
+                     (unsigned)b->attr->bridge.downstream.pci.domain,
+                     b->attr->bridge.downstream.pci.secondary_bus,
+                     b->attr->bridge.downstream.pci.subordinate_bus);
+        else
+            snprintf(p->path[i], sizeof(p->path[i]), "%04x:%02x:%02x.%01x",
+                     (unsigned)b->attr->bridge.upstream.pci.domain,
+                     b->attr->bridge.upstream.pci.bus, b->attr->bridge.upstream.pci.dev,
+                     b->attr->bridge.upstream.pci.func);
+    }
+    p->numa = 0;
+    nonio = hwloc_get_non_io_ancestor_obj(h, o);
+    if (nonio != NULL && nonio->nodeset != NULL)
+        for (unsigned i = 0; i < t->nnuma; i++)
+            if (hwloc_bitmap_isset(nonio->nodeset, t->numa[i].os_index))
+                p->numa |= (uint64_t)1 << i;
+    return local_cpus(t, p, err);
+}
+
+static const char *child_info(hwloc_obj_t o, const char *name)
+{
+    for (hwloc_obj_t c = o->io_first_child; c; c = c->next_sibling) {
+        const char *v = hwloc_obj_get_info_by_name(c, name);
+
+        if (v != NULL)
+            return v;
+    }
+    return NULL;
+}
+
+static enum accel_nic_kind rdma_kind(hwloc_obj_t pci, hwloc_obj_t os)
+{
+    unsigned cls = pci->attr->pcidev.class_id;
+    const char *lid = hwloc_obj_get_info_by_name(os, "Port1LID");
+
+    /* ConnectX and friends report the port type in the PCI class: 0x0207
+     * (0x0c06 on older HCAs) in InfiniBand mode, 0x0200 in Ethernet mode.
+     * Otherwise an InfiniBand port has a LID, a RoCE port has none. */
+    if (cls == 0x0207 || cls == 0x0c06)
+        return ACCEL_NIC_IB;
+    if ((cls >> 8) == 0x02)
+        return ACCEL_NIC_ROCE;
+    return lid != NULL && strtoul(lid, NULL, 16) != 0 ? ACCEL_NIC_IB : ACCEL_NIC_ROCE;
+}
+
+static void fill_nic_names(hwloc_obj_t pci, hwloc_obj_t os, struct accel_topo_nic *nic)
+{
+    snprintf(nic->name, sizeof(nic->name), "%s", os->name);
+    if (nic->kind == ACCEL_NIC_ETHERNET) {
+        snprintf(nic->netdev, sizeof(nic->netdev), "%s", os->name);
+        return;
+    }
+    for (hwloc_obj_t c = pci->io_first_child; c; c = c->next_sibling)
+        if (c->type == HWLOC_OBJ_OS_DEVICE && c->name != NULL && osdev_kind(c) == OSDEV_NETWORK &&
+            (nic->netdev[0] == '\0' || strncmp(c->name, "ib", 2) == 0)) {
+            snprintf(nic->netdev, sizeof(nic->netdev), "%s", c->name);
+            if (strncmp(c->name, "ib", 2) == 0)
+                break;
+        }
+}
+
+/* The NUMA nodes in tree order; each allowed PU goes to the smallest node
+ * whose cpuset holds it (a memory-only node shares its parent's cpuset). */
+static enum accel_err fill_numa(hwloc_topology_t h, struct accel_topo *t, struct accel_error *err)
+{
+    int nn = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_NUMANODE);
+    int npu = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_PU);
+    unsigned *owner = NULL;
+    enum accel_err rc = ACCEL_OK;
+
+    if (nn > ACCEL_TOPO_MAX_NUMA)
+        return accel_error_set(err, ACCEL_ETOOBIG, "%d NUMA nodes; the limit is %u", nn,
+                               ACCEL_TOPO_MAX_NUMA);
+    if (npu > ACCEL_TOPO_MAX_PUS)
+        return accel_error_set(err, ACCEL_ETOOBIG, "%d logical CPUs; the limit is %u", npu,
+                               ACCEL_TOPO_MAX_PUS);
+    if (nn <= 0 || npu <= 0)
+        return accel_error_set(err, ACCEL_EPARSE, "the topology has no %s",
+                               nn <= 0 ? "NUMA node" : "CPU");
+    t->numa = accel_calloc((size_t)nn, sizeof(*t->numa));
+    owner = accel_calloc((size_t)npu, sizeof(*owner));
+    if (t->numa == NULL || owner == NULL) {
+        rc = ACCEL_ENOMEM;
+        goto out;
+    }
+    t->nnuma = (unsigned)nn;
+    for (int i = 0; i < nn; i++) {
+        hwloc_obj_t node = hwloc_get_obj_by_type(h, HWLOC_OBJ_NUMANODE, (unsigned)i);
+        hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(h, HWLOC_OBJ_PACKAGE, node);
+
+        t->numa[i].os_index = node->os_index;
+        t->numa[i].package = pkg ? (int)pkg->os_index : -1;
+    }
+    for (int k = 0; k < npu; k++) {
+        hwloc_obj_t pu = hwloc_get_obj_by_type(h, HWLOC_OBJ_PU, (unsigned)k);
+        int best = -1, best_w = INT_MAX;
+
+        for (int i = 0; i < nn; i++) {
+            hwloc_obj_t node = hwloc_get_obj_by_type(h, HWLOC_OBJ_NUMANODE, (unsigned)i);
+            int w;
+
+            if (node->cpuset == NULL || !hwloc_bitmap_isset(node->cpuset, pu->os_index))
+                continue;
+            w = hwloc_bitmap_weight(node->cpuset);
+            if (w >= 0 && w < best_w) {
+                best = i;
+                best_w = w;
+            }
+        }
+        owner[k] = best < 0 ? UINT_MAX : (unsigned)best;
+        if (best >= 0)
+            t->numa[best].npus++;
+    }
+    for (int i = 0; i < nn; i++) {
+        struct accel_topo_numa *m = &t->numa[i];
+        unsigned n = 0;
+
+        m->pus = accel_calloc(m->npus + 1, sizeof(*m->pus));
+        m->core = accel_calloc(m->npus + 1, sizeof(*m->core));
+        if (m->pus == NULL || m->core == NULL) {
+            rc = ACCEL_ENOMEM;
+            goto out;
+        }
+        for (int k = 0; k < npu; k++) {
+            hwloc_obj_t pu, core;
+
+            if (owner[k] != (unsigned)i)
+                continue;
+            pu = hwloc_get_obj_by_type(h, HWLOC_OBJ_PU, (unsigned)k);
+            core = hwloc_get_ancestor_obj_by_type(h, HWLOC_OBJ_CORE, pu);
+            m->pus[n] = pu->os_index;
+            m->core[n] = core ? core->logical_index : (unsigned)npu + pu->logical_index;
+            n++;
+        }
+        rc = topo__cpulist(m->pus, m->npus, &m->cpus);
+        if (rc != ACCEL_OK)
+            goto out;
+    }
+out:
+    accel_free(owner);
+    if (rc == ACCEL_ENOMEM)
+        accel_error_set(err, rc, "out of memory building the topology");
+    return rc;
+}
+
+/* hwloc's NVML backend records NVLink as the "NVLinkBandwidth" matrix (MB/s)
+ * between GPUs (as their NVML OS devices) and NVSwitches (PCI devices). */
+static enum accel_err fill_nvlink(hwloc_topology_t h, struct accel_topo *t, const struct found *f,
+                                  struct accel_error *err)
+{
+    struct hwloc_distances_s *d = NULL;
+    unsigned nr = 1, n;
+    int *gpu = NULL, *nvs = NULL;
+    enum accel_err rc = ACCEL_OK;
+
+    if (hwloc_distances_get_by_name(h, "NVLinkBandwidth", &nr, &d, 0) != 0 || nr == 0 ||
+        d == NULL || t->ngpus == 0)
+        goto out;
+    n = d->nbobjs;
+    gpu = accel_calloc(n, sizeof(*gpu));
+    nvs = accel_calloc(n, sizeof(*nvs));
+    t->nvlink = accel_calloc((size_t)t->ngpus * t->ngpus, sizeof(*t->nvlink));
+    if (gpu == NULL || nvs == NULL || t->nvlink == NULL) {
+        rc = accel_error_set(err, ACCEL_ENOMEM, "out of memory reading NVLink bandwidth");
+        goto out;
+    }
+    for (unsigned k = 0; k < n; k++) {
+        hwloc_obj_t o = d->objs[k];
+
+        while (o != NULL && o->type == HWLOC_OBJ_OS_DEVICE)
+            o = o->parent;
+        gpu[k] = nvs[k] = -1;
+        for (unsigned i = 0; i < f->ngpu; i++)
+            if (f->gpu[i].pci == o)
+                gpu[k] = (int)i;
+        for (unsigned i = 0; i < f->nnvs; i++)
+            if (f->nvs[i].pci == o)
+                nvs[k] = (int)i;
+    }
+    for (unsigned i = 0; i < n; i++)
+        for (unsigned j = 0; j < n; j++) {
+            hwloc_uint64_t v = d->values[i * n + j];
+
+            if (i == j || gpu[i] < 0 || v == 0)
+                continue;
+            if (gpu[j] >= 0 && gpu[j] != gpu[i]) {
+                uint64_t *cell = &t->nvlink[(unsigned)gpu[i] * t->ngpus + (unsigned)gpu[j]];
+                *cell = v > *cell ? v : *cell;
+            } else if (nvs[j] >= 0) {
+                t->gpus[gpu[i]].nvswitch_mbps += v;
+            }
+        }
+    t->nvlink_source = ACCEL_NVLINK_XML;
+out:
+    if (t->nvlink_source == ACCEL_NVLINK_UNKNOWN) {
+        accel_free(t->nvlink);
+        t->nvlink = NULL;
+    }
+    accel_free(gpu);
+    accel_free(nvs);
+    if (d != NULL)
+        hwloc_distances_release(h, d);
+    return rc;
+}
+
+static enum accel_err build(hwloc_topology_t h, struct accel_topo *t, struct accel_error *err)
+{
+    struct found *f = accel_calloc(1, sizeof(*f));
+    const char *product;
+    enum accel_err rc;
+
+    if (f == NULL)
+        return accel_error_set(err, ACCEL_ENOMEM, "out of memory building the topology");
+    product = hwloc_obj_get_info_by_name(hwloc_get_root_obj(h), "DMIProductName");
+    snprintf(t->product, sizeof(t->product), "%s", product ? product : "");
+    rc = fill_numa(h, t, err);
+    if (rc == ACCEL_OK)
+        rc = find_devices(h, f, err);
+    if (rc != ACCEL_OK)
+        goto out;
+    t->gpus = accel_calloc(f->ngpu + 1, sizeof(*t->gpus));
+    t->nics = accel_calloc(f->nnic + 1, sizeof(*t->nics));
+    t->nvswitches = accel_calloc(f->nnvs + 1, sizeof(*t->nvswitches));
+    if (t->gpus == NULL || t->nics == NULL || t->nvswitches == NULL) {
+        rc = accel_error_set(err, ACCEL_ENOMEM, "out of memory building the topology");
+        goto out;
+    }
+    t->ngpus = f->ngpu;
+    t->nnics = f->nnic;
+    t->nnvswitches = f->nnvs;
+    for (unsigned i = 0; rc == ACCEL_OK && i < f->ngpu; i++) {
+        struct accel_topo_gpu *g = &t->gpus[i];
+        const char *model = child_info(f->gpu[i].pci, "GPUModel");
+        const char *uuid = child_info(f->gpu[i].pci, "NVIDIAUUID");
+
+        if (model == NULL)
+            model = hwloc_obj_get_info_by_name(f->gpu[i].pci, "PCIDevice");
+        snprintf(g->model, sizeof(g->model), "%s", model ? model : "");
+        snprintf(g->uuid, sizeof(g->uuid), "%s", uuid ? uuid : "");
+        rc = fill_pci(h, t, f->gpu[i].pci, &g->pci, err);
+    }
+    for (unsigned i = 0; rc == ACCEL_OK && i < f->nnic; i++) {
+        struct accel_topo_nic *nic = &t->nics[i];
+
+        nic->kind = osdev_kind(f->nic[i].os) == OSDEV_OPENFABRICS
+                        ? rdma_kind(f->nic[i].pci, f->nic[i].os)
+                        : ACCEL_NIC_ETHERNET;
+        fill_nic_names(f->nic[i].pci, f->nic[i].os, nic);
+        rc = fill_pci(h, t, f->nic[i].pci, &nic->pci, err);
+    }
+    for (unsigned i = 0; rc == ACCEL_OK && i < f->nnvs; i++)
+        rc = fill_pci(h, t, f->nvs[i].pci, &t->nvswitches[i], err);
+    if (rc == ACCEL_OK)
+        rc = fill_nvlink(h, t, f, err);
+out:
+    accel_free(f);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- entry points */
+
+static enum accel_err topology_new(hwloc_topology_t *h, unsigned long flags,
+                                   struct accel_error *err)
+{
+    if (hwloc_topology_init(h) != 0)
+        return accel_error_sys(err, ACCEL_ENOMEM, "couldn't start hwloc");
+    /* Every PCI device, bridge and OS device: the bridges are the PCI switch
+     * chain, and NVSwitches are "other bridge" devices hwloc drops by default. */
+    if (hwloc_topology_set_io_types_filter(*h, HWLOC_TYPE_FILTER_KEEP_ALL) != 0 ||
+        hwloc_topology_set_flags(*h, flags) != 0) {
+        hwloc_topology_destroy(*h);
+        return accel_error_sys(err, ACCEL_EIO, "couldn't configure hwloc");
+    }
+    return ACCEL_OK;
+}
+
+enum accel_err accel_topo_load_xmlbuffer(struct accel_topo *t, const char *xml, size_t len,
+                                         struct accel_error *err)
+{
+    hwloc_topology_t h;
+    struct accel_buf v2;
+    const char *buf;
+    size_t blen;
+    enum accel_err rc;
+
+    if (t == NULL || (xml == NULL && len > 0))
+        return accel_error_set(err, ACCEL_EINVAL, "accel_topo_load_xmlbuffer: NULL argument");
+    memset(t, 0, sizeof(*t));
+    if (len > ACCEL_TOPO_MAX_XML)
+        return accel_error_set(err, ACCEL_ETOOBIG, "hwloc XML is %zu bytes; the limit is %u bytes",
+                               len, ACCEL_TOPO_MAX_XML);
+    accel_buf_init(&v2, (size_t)ACCEL_TOPO_MAX_XML + 64);
+    rc = xml_normalize(xml, len, !HWLOC_READS_V3 && xml_major(xml, len) == 3, &v2, err);
+    if (rc != ACCEL_OK)
+        goto out;
+    /* hwloc wants the terminating NUL inside `size` */
+    buf = accel_buf_str(&v2);
+    blen = strlen(buf);
+    rc = topology_new(&h, HWLOC_TOPOLOGY_FLAG_IMPORT_SUPPORT, err);
+    if (rc != ACCEL_OK)
+        goto out;
+    if (hwloc_topology_set_xmlbuffer(h, buf, (int)blen + 1) != 0 || hwloc_topology_load(h) != 0)
+        rc = accel_error_set(err, ACCEL_EPARSE,
+                             "hwloc could not read the XML (export format version %u; "
+                             "accelrun reads hwloc's versions 2 and 3)",
+                             xml_major(xml, len));
+    else
+        rc = build(h, t, err);
+    hwloc_topology_destroy(h);
+out:
+    accel_buf_free(&v2);
+    if (rc != ACCEL_OK)
+        accel_topo_free(t);
+    return rc;
+}
+
+enum accel_err accel_topo_load_xml(struct accel_topo *t, const char *path, struct accel_error *err)
+{
+    char *data = NULL;
+    size_t len = 0;
+    enum accel_err rc;
+
+    if (t == NULL || path == NULL)
+        return accel_error_set(err, ACCEL_EINVAL, "accel_topo_load_xml: NULL argument");
+    memset(t, 0, sizeof(*t));
+    rc = accel_read_file(path, ACCEL_TOPO_MAX_XML, &data, &len, err);
+    if (rc == ACCEL_OK) {
+        rc = accel_topo_load_xmlbuffer(t, data, len, err);
+        if (rc != ACCEL_OK && err != NULL) {
+            char msg[sizeof(err->msg)];
+
+            snprintf(msg, sizeof(msg), "%s", err->msg);
+            accel_error_set(err, rc, "%s: %s", path, msg);
+        }
+    }
+    accel_free(data);
+    return rc;
+}
+
+enum accel_err accel_topo_discover(struct accel_topo *t, struct accel_error *err)
+{
+    hwloc_topology_t h;
+    enum accel_err rc;
+
+    if (t == NULL)
+        return accel_error_set(err, ACCEL_EINVAL, "accel_topo_discover: NULL argument");
+    memset(t, 0, sizeof(*t));
+    rc = topology_new(&h, 0, err);
+    if (rc != ACCEL_OK)
+        return rc;
+    if (hwloc_topology_load(h) != 0)
+        rc = accel_error_sys(err, ACCEL_EIO, "hwloc could not discover this machine");
+    else
+        rc = build(h, t, err);
+    hwloc_topology_destroy(h);
+    if (rc == ACCEL_OK)
+        rc = topo__nvml_load(t, "libnvidia-ml.so.1", err);
+    if (rc != ACCEL_OK)
+        accel_topo_free(t);
+    else
+        accel_log(ACCEL_LOG_DEBUG, "topology: %u GPUs, %u NICs, %u NVSwitches, %u NUMA nodes%s",
+                  t->ngpus, t->nnics, t->nnvswitches, t->nnuma,
+                  t->nvlink_source == ACCEL_NVLINK_NVML ? ", NVLink from NVML" : "");
+    return rc;
+}
