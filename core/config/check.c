@@ -221,12 +221,11 @@ static void check_value(struct walk *w, const struct key_spec *k, const struct a
                     spelled = k->values[i];
             if (spelled != NULL)
                 accel_diag_add(w->d, ACCEL_SEV_ERROR, &v->mark, path,
-                               "'%s': accelerate compares this exactly; write %s", v->u.s,
-                               spelled);
+                               "'%s': accelerate compares this exactly; write %s", v->u.s, spelled);
             else
-                accel_diag_add(w->d, ACCEL_SEV_ERROR, &v->mark, path,
-                               "%s%s%s is not one of: %s%s", v->type == ACCEL_V_STR ? "'" : "",
-                               got, v->type == ACCEL_V_STR ? "'" : "", allowed,
+                accel_diag_add(w->d, ACCEL_SEV_ERROR, &v->mark, path, "%s%s%s is not one of: %s%s",
+                               v->type == ACCEL_V_STR ? "'" : "", got,
+                               v->type == ACCEL_V_STR ? "'" : "", allowed,
                                (k->flags & KF_DIGITS) ? " (or their number, 1 upward)" : "");
         }
         return;

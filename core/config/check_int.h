@@ -18,8 +18,8 @@ void config__check_schema(const struct accel_val *root, unsigned version, struct
  * it silently gets wrong).  `user` is the user's own tree, for warnings
  * about what the user wrote; opts may give the cluster shape. */
 void config__check_rules(const struct accel_val *root, const struct accel_val *user,
-                         const struct accel_cfg_opts *opts,
-                         unsigned version, struct accel_diags *d);
+                         const struct accel_cfg_opts *opts, unsigned version,
+                         struct accel_diags *d);
 
 /* Adds "; did you mean 'x'?" text for `key` among every known name into buf
  * (empty when nothing is close). */

@@ -56,7 +56,8 @@ static enum accel_err next_event(struct loader *ld, yaml_event_t *ev)
         return accel_error_set(ld->err, ACCEL_ENOMEM, "out of memory parsing %s", ld->file);
     {
         char msg[512];
-        snprintf(msg, sizeof(msg), "%s%s%s", ld->parser.problem ? ld->parser.problem : "syntax error",
+        snprintf(msg, sizeof(msg), "%s%s%s",
+                 ld->parser.problem ? ld->parser.problem : "syntax error",
                  ld->parser.context ? " " : "", ld->parser.context ? ld->parser.context : "");
         return located(ld, ACCEL_EPARSE, ld->parser.problem_mark, NULL, "YAML syntax error: %s",
                        msg);

@@ -265,7 +265,8 @@ static void check_fsdp(struct rules *r, bool is_fsdp)
                        "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, HYBRID_SHARD_ZERO2)");
     if (!is_fsdp) {
         if (nonempty_section(r, "fsdp_config"))
-            accel_diag_add(r->d, ACCEL_SEV_WARNING, &user_section(r, "fsdp_config")->mark, "fsdp_config",
+            accel_diag_add(r->d, ACCEL_SEV_WARNING, &user_section(r, "fsdp_config")->mark,
+                           "fsdp_config",
                            "ignored: distributed_type is not FSDP; set distributed_type: FSDP or "
                            "delete fsdp_config");
         return;
@@ -292,7 +293,8 @@ static void check_fsdp(struct rules *r, bool is_fsdp)
         for (size_t i = 0; i < sizeof(v1_only) / sizeof(v1_only[0]); i++) {
             const struct accel_pair *q = nested(r, "fsdp_config", v1_only[i]);
             if (q != NULL && q->val.type != ACCEL_V_NULL && !(q == sync && sync_conflict))
-                accel_diag_add(r->d, ACCEL_SEV_WARNING, &q->mark, path_of("fsdp_config", v1_only[i]),
+                accel_diag_add(r->d, ACCEL_SEV_WARNING, &q->mark,
+                               path_of("fsdp_config", v1_only[i]),
                                "FSDP1 only: FSDP2 (fsdp_version: 2) ignores it%s",
                                i == 0 ? "; use fsdp_reshard_after_forward: true/false" : "");
         }
@@ -383,8 +385,8 @@ static void check_fp8(struct rules *r, const char *mp)
     }
     if (!fp8) {
         if (nonempty_section(r, "fp8_config"))
-            accel_diag_add(r->d, ACCEL_SEV_WARNING, &user_section(r, "fp8_config")->mark, "fp8_config",
-                           "ignored: mixed_precision is not fp8");
+            accel_diag_add(r->d, ACCEL_SEV_WARNING, &user_section(r, "fp8_config")->mark,
+                           "fp8_config", "ignored: mixed_precision is not fp8");
         return;
     }
     if (backend == NULL || backend->val.type == ACCEL_V_NULL)

@@ -23,10 +23,10 @@ static bool is_one_of(const char *s, size_t n, const char *const *words)
     return false;
 }
 
-static const char *const true_words[] = {"yes", "Yes", "YES", "true", "True",
+static const char *const true_words[] = {"yes",  "Yes", "YES", "true", "True",
                                          "TRUE", "on",  "On",  "ON",   NULL};
-static const char *const false_words[] = {"no", "No", "NO", "false", "False",
-                                          "FALSE", "off", "Off", "OFF", NULL};
+static const char *const false_words[] = {"no",    "No",  "NO",  "false", "False",
+                                          "FALSE", "off", "Off", "OFF",   NULL};
 static const char *const null_words[] = {"~", "null", "Null", "NULL", "", NULL};
 
 /* Scans `n` chars of `s` from *i while they are in `set`; returns how many. */

@@ -181,13 +181,20 @@ bool accel_val_equal(const struct accel_val *a, const struct accel_val *b)
 bool accel_val_truthy(const struct accel_val *v)
 {
     switch (v->type) {
-    case ACCEL_V_NULL: return false;
-    case ACCEL_V_BOOL: return v->u.b;
-    case ACCEL_V_INT: return v->u.i != 0;
-    case ACCEL_V_FLOAT: return v->u.f != 0;
-    case ACCEL_V_STR: return v->u.s[0] != '\0';
-    case ACCEL_V_LIST: return v->u.list.n != 0;
-    case ACCEL_V_MAP: return v->u.map.n != 0;
+    case ACCEL_V_NULL:
+        return false;
+    case ACCEL_V_BOOL:
+        return v->u.b;
+    case ACCEL_V_INT:
+        return v->u.i != 0;
+    case ACCEL_V_FLOAT:
+        return v->u.f != 0;
+    case ACCEL_V_STR:
+        return v->u.s[0] != '\0';
+    case ACCEL_V_LIST:
+        return v->u.list.n != 0;
+    case ACCEL_V_MAP:
+        return v->u.map.n != 0;
     }
     return false;
 }
@@ -195,13 +202,20 @@ bool accel_val_truthy(const struct accel_val *v)
 const char *accel_vtype_name(enum accel_vtype t)
 {
     switch (t) {
-    case ACCEL_V_NULL: return "null";
-    case ACCEL_V_BOOL: return "boolean";
-    case ACCEL_V_INT: return "integer";
-    case ACCEL_V_FLOAT: return "float";
-    case ACCEL_V_STR: return "string";
-    case ACCEL_V_LIST: return "list";
-    case ACCEL_V_MAP: return "mapping";
+    case ACCEL_V_NULL:
+        return "null";
+    case ACCEL_V_BOOL:
+        return "boolean";
+    case ACCEL_V_INT:
+        return "integer";
+    case ACCEL_V_FLOAT:
+        return "float";
+    case ACCEL_V_STR:
+        return "string";
+    case ACCEL_V_LIST:
+        return "list";
+    case ACCEL_V_MAP:
+        return "mapping";
     }
     return "value";
 }
