@@ -30,6 +30,7 @@ void plugin_args_parse(struct plugin_args *args, int ac, char **av)
 {
     args->site[0] = '\0';
     args->topology[0] = '\0';
+    args->topology_xml[0] = '\0';
     args->port_base = ACCEL_PORT_BASE_DEFAULT;
     args->port_range = ACCEL_PORT_RANGE_DEFAULT;
     args->error[0] = '\0';
@@ -38,6 +39,9 @@ void plugin_args_parse(struct plugin_args *args, int ac, char **av)
         const char *a = av[i];
         if (strncmp(a, "site=", 5) == 0 && a[5] == '/' && strlen(a + 5) < sizeof(args->site)) {
             snprintf(args->site, sizeof(args->site), "%s", a + 5);
+        } else if (strncmp(a, "topology_xml=", 13) == 0 && a[13] == '/' &&
+                   strlen(a + 13) < sizeof(args->topology_xml)) {
+            snprintf(args->topology_xml, sizeof(args->topology_xml), "%s", a + 13);
         } else if (strncmp(a, "topology=", 9) == 0 && a[9] == '/' &&
                    strlen(a + 9) < sizeof(args->topology)) {
             snprintf(args->topology, sizeof(args->topology), "%s", a + 9);
@@ -50,7 +54,8 @@ void plugin_args_parse(struct plugin_args *args, int ac, char **av)
         } else {
             snprintf(args->error, sizeof(args->error),
                      "plugstack.conf: bad argument '%.200s' (known: site=/ABSOLUTE/PATH, "
-                     "topology=/ABSOLUTE/PATH, port_base=1024..65535, port_range=1..64512)",
+                     "topology=/ABSOLUTE/PATH, topology_xml=/ABSOLUTE/PATH, port_base=1024..65535, "
+                     "port_range=1..64512)",
                      a);
             return;
         }

@@ -20,6 +20,7 @@
 
 #include "accel/config.h"
 #include "accel/site.h"
+#include "accel/topo.h"
 
 #define PLUGIN_NAME "accelrun"
 #define MAX_PATH_ARG 4096
@@ -28,6 +29,7 @@
 struct plugin_args {
     char site[MAX_PATH_ARG];     /* site=FILE, "" = none */
     char topology[MAX_PATH_ARG]; /* topology=FILE, "" = next to slurm.conf */
+    char topology_xml[MAX_PATH_ARG]; /* topology_xml=FILE: hwloc XML instead of discovery */
     unsigned port_base;      /* port_base= */
     unsigned port_range;     /* port_range= */
     bool ports_given;        /* either was on the plugstack line: it beats the site file */
@@ -42,6 +44,8 @@ struct plugin_state {
     bool loaded;       /* cfg and site are valid */
     struct accel_site site;
     struct accel_cfg cfg;
+    struct accel_topo topo; /* this node, for GPU order (placement.c) */
+    bool topo_loaded;
     size_t nnodes;     /* nodes of the step */
     size_t *node_rank; /* [nnodes]: ring place (GROUP_RANK) of Slurm's node i */
     char master_addr[256];
@@ -61,6 +65,12 @@ void plugin_args_parse(struct plugin_args *args, int ac, char **av);
 enum accel_err plugin_order_load(spank_t sp, const char *nodelist, struct accel_error *err);
 enum accel_err plugin_order_rank(const char *tasks_per_node, uint32_t node_id, uint32_t *group_rank,
                                  uint32_t *first_rank, struct accel_error *err);
+
+/* placement.c: loads this node's topology (user_init, steps with GPUs only),
+ * and gives the task's CUDA_VISIBLE_DEVICES in plan order (task_init);
+ * false = keep Slurm's list. */
+void plugin_placement_load(spank_t sp);
+bool plugin_placement_order(spank_t sp, unsigned local_count, char *out, size_t size);
 
 /* options.c */
 int plugin_options_register(spank_t sp);

@@ -35,6 +35,8 @@ void plugin_state_reset(void)
 {
     free(plugin.config_path);
     accel_free(plugin.node_rank);
+    if (plugin.topo_loaded)
+        accel_topo_free(&plugin.topo);
     if (plugin.loaded) {
         accel_cfg_free(&plugin.cfg);
         accel_site_free(&plugin.site);
@@ -172,6 +174,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     if (plugin_order_load(sp, nodelist, &err) != ACCEL_OK)
         slurm_debug(PLUGIN_NAME ": Slurm's node order: %s", err.msg);
     free(nodelist);
+    plugin_placement_load(sp);
     /* The plugstack line wins over the site file's accelrun section. */
     if (plugin.args.ports_given)
         plugin.master_port =
@@ -334,9 +337,14 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         }
         *eq = '=';
     }
-    /* Slurm numbers GPUs in PCI bus order; make CUDA agree. */
-    if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", probe, sizeof(probe)) != ESPANK_ENV_NOEXIST)
+    /* Slurm numbers GPUs in PCI bus order; make CUDA agree.  Then Slurm's
+     * list in topology order (placement.c), when every task shares it. */
+    if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", probe, sizeof(probe)) != ESPANK_ENV_NOEXIST) {
+        char order[4096];
         spank_setenv(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
+        if (plugin_placement_order(sp, local_count, order, sizeof(order)))
+            spank_setenv(sp, "CUDA_VISIBLE_DEVICES", order, 1);
+    }
     rc = 0;
 out:
     accel_env_free(&env);

@@ -220,6 +220,31 @@ def cmd_batch(a):
             bad("batch script environment has %s set: %s" % (k, lines[0]))
 
 
+def cmd_perm(a):
+    """GPU order: every task of a node sees the same CUDA_VISIBLE_DEVICES, a
+    permutation of what Slurm granted (SLURM_STEP_GPUS), in PCI bus order."""
+    tasks = load(a.dir)
+    if not want_tasks(tasks, a.tasks, a.dir):
+        return
+    per_node = {}
+    for e in tasks:
+        cvd = e.get("CUDA_VISIBLE_DEVICES")
+        granted = e.get("SLURM_STEP_GPUS")
+        if e.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
+            bad("%s: CUDA_DEVICE_ORDER=%r" % (tag(e), e.get("CUDA_DEVICE_ORDER")))
+        if cvd is None or granted is None:
+            bad("%s: CUDA_VISIBLE_DEVICES=%r SLURM_STEP_GPUS=%r" % (tag(e), cvd, granted))
+            continue
+        if sorted(cvd.split(",")) != sorted(granted.split(",")):
+            bad("%s: CUDA_VISIBLE_DEVICES=%s is not a permutation of %s" % (tag(e), cvd, granted))
+        per_node.setdefault(e.get("SLURMD_NODENAME"), set()).add(cvd)
+    for node, lists in sorted(per_node.items()):
+        if len(lists) != 1:
+            bad("%s: tasks see different lists %s" % (node, sorted(lists)))
+    if not problems:
+        print("# GPU order per node: %s" % {n: sorted(l)[0] for n, l in sorted(per_node.items())})
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -251,6 +276,10 @@ def main():
     p.add_argument("--contiguous", action="store_true",
                    help="also: ranks contiguous per node in node order, as torchrun numbers them")
     p.set_defaults(fn=cmd_layout)
+    p = sub.add_parser("perm")
+    p.add_argument("dir")
+    p.add_argument("--tasks", type=int, required=True)
+    p.set_defaults(fn=cmd_perm)
     p = sub.add_parser("gpus")
     p.add_argument("dir")
     p.add_argument("--tasks", type=int, required=True)

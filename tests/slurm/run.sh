@@ -306,6 +306,13 @@ mixed_precision: 'no'
 num_machines: 2
 num_processes: 4
 Y
+cfg cfg-t.yaml <<'Y'
+# t: MULTI_GPU with the processes from Slurm, for the GPU-order case
+compute_environment: LOCAL_MACHINE
+distributed_type: MULTI_GPU
+mixed_precision: bf16
+num_machines: 2
+Y
 cfg cfg-s.yaml <<'Y'
 # s: says 8 processes on 2 machines; the steps of case s have 4
 compute_environment: LOCAL_MACHINE
@@ -647,6 +654,21 @@ else
             check "s2: slurm_wins: ranks 0..3, WORLD_SIZE=4" layout "$W/s2" --world 4 --contiguous
         fi
     fi
+fi
+
+# t. GPU order from a topology (plugstack topology_xml=, the DGX-H100-like XML;
+# the lab's GPUs are fake device files, so live discovery finds none): every
+# task of a node shares Slurm's list (--gres=gpu:4), permuted, never changed
+install -m 644 "$ROOT/tests/topo/dgx-h100.xml" "$W/h100.xml"
+out=$("$LAB" plugstack topology_xml="$W/h100.xml" $BASE_ARGS 2>&1)
+if [ $? -ne 0 ]; then
+    bad "t: plugstack topology_xml= installed" "$out"
+else
+    mkout t
+    A "$W" 60 srun -N2 -n4 --gres=gpu:4 --accel-config=cfg-t.yaml $DUMP "$W/t"
+    ran "t: srun -N2 -n4 --gres=gpu:4 with topology_xml=" &&
+        check "t: CUDA_VISIBLE_DEVICES: one list per node, a permutation of SLURM_STEP_GPUS" \
+            perm "$W/t" --tasks 4
 fi
 
 # n. a bad plugstack argument breaks only the jobs that use --accel-config

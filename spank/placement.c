@@ -1,0 +1,110 @@
+/*
+ * placement.c: GPU order within what Slurm granted (DESIGN decision 7).
+ *
+ * When every task of a node sees the same GPU list (--gres=gpu:N, no
+ * per-task binding) and the list holds at least one GPU per task, the list
+ * is permuted so that local rank i's device (accelerate takes
+ * LOCAL_RANK mod the visible count) is the GPU the topology plan gives rank
+ * i: consecutive ranks on one NVSwitch, NVLink or PCI switch, ranks of a
+ * socket together.  Ids are only reordered, never added or dropped.  With
+ * per-task binding (--gpus-per-task, --gpu-bind) Slurm already placed the
+ * task and nothing changes.  Any problem (no topology, fake devices, an odd
+ * list) leaves Slurm's list as it is: placement never fails a job.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "accel/topo.h"
+#include "plugin.h"
+
+void plugin_placement_load(spank_t sp)
+{
+    char probe[8];
+    struct accel_error err;
+    enum accel_err rc;
+
+    /* Only steps with GPUs pay for discovery. */
+    if (spank_getenv(sp, "SLURM_STEP_GPUS", probe, sizeof(probe)) == ESPANK_ENV_NOEXIST &&
+        spank_getenv(sp, "CUDA_VISIBLE_DEVICES", probe, sizeof(probe)) == ESPANK_ENV_NOEXIST)
+        return;
+    accel_error_clear(&err);
+    rc = plugin.args.topology_xml[0] != '\0'
+             ? accel_topo_load_xml(&plugin.topo, plugin.args.topology_xml, &err)
+             : accel_topo_discover(&plugin.topo, &err);
+    if (rc != ACCEL_OK) {
+        slurm_debug(PLUGIN_NAME ": no GPU placement: %s", err.msg);
+        return;
+    }
+    plugin.topo_loaded = true;
+}
+
+static unsigned count_ids(const char *list)
+{
+    unsigned n = list[0] != '\0';
+    for (const char *c = list; *c; c++)
+        n += *c == ',';
+    return n;
+}
+
+/* Appends `id` to `out` unless it is there already; false when it does not fit. */
+static bool append_id(char *out, size_t size, const char *id)
+{
+    size_t used = strlen(out), n = strlen(id);
+    char padded[80];
+
+    snprintf(padded, sizeof(padded), ",%s,", id);
+    {
+        char probe[4200];
+        snprintf(probe, sizeof(probe), ",%s,", out);
+        if (strstr(probe, padded) != NULL)
+            return true;
+    }
+    if (used + n + 2 > size)
+        return false;
+    if (used > 0)
+        out[used++] = ',';
+    memcpy(out + used, id, n + 1);
+    return true;
+}
+
+bool plugin_placement_order(spank_t sp, unsigned local_count, char *out, size_t size)
+{
+    struct accel_plan_req req = {local_count, NULL, false, NULL, false};
+    struct accel_node_plan plan = {0, false, NULL};
+    struct accel_error err;
+    char granted[4096], physical[4096] = "";
+    unsigned ngranted;
+    bool ok = false;
+
+    if (!plugin.topo_loaded ||
+        spank_getenv(sp, "CUDA_VISIBLE_DEVICES", granted, sizeof(granted)) != ESPANK_SUCCESS ||
+        count_ids(granted) < local_count || local_count < 2)
+        return false;
+    ngranted = count_ids(granted);
+    req.gpus = granted;
+    /* With ConstrainDevices Slurm writes local indices and keeps the node-wide
+     * ids in SLURM_STEP_GPUS (reference/slurm.md §2.10). */
+    if (spank_getenv(sp, "SLURM_STEP_GPUS", physical, sizeof(physical)) == ESPANK_SUCCESS &&
+        strcmp(physical, granted) != 0 && count_ids(physical) == count_ids(granted)) {
+        req.local_ids = true;
+        req.physical = physical;
+    }
+    accel_error_clear(&err);
+    if (accel_topo_plan(&plugin.topo, &req, &plan, &err) != ACCEL_OK) {
+        slurm_debug(PLUGIN_NAME ": Slurm's GPU order kept: %s", err.msg);
+        return false;
+    }
+    out[0] = '\0';
+    ok = true;
+    for (unsigned i = 0; ok && i < plan.nranks; i++)
+        ok = plan.ranks[i].gpu_id[0] != '\0' && append_id(out, size, plan.ranks[i].gpu_id);
+    /* then the granted GPUs no rank took, in Slurm's order */
+    for (char *save = NULL, *id = strtok_r(granted, ",", &save); ok && id;
+         id = strtok_r(NULL, ",", &save))
+        ok = append_id(out, size, id);
+    /* a permutation of what Slurm granted, or nothing */
+    ok = ok && count_ids(out) == ngranted;
+    accel_node_plan_free(&plan);
+    return ok;
+}
