@@ -47,19 +47,28 @@ static unsigned count_ids(const char *list)
     return n;
 }
 
+/* True when the comma list `list` holds `id`. */
+static bool has_id(const char *list, const char *id)
+{
+    size_t n = strlen(id);
+
+    for (const char *p = list; *p != '\0';) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, id, n) == 0)
+            return true;
+        p += len + (end != NULL);
+    }
+    return false;
+}
+
 /* Appends `id` to `out` unless it is there already; false when it does not fit. */
 static bool append_id(char *out, size_t size, const char *id)
 {
     size_t used = strlen(out), n = strlen(id);
-    char padded[80];
 
-    snprintf(padded, sizeof(padded), ",%s,", id);
-    {
-        char probe[4200];
-        snprintf(probe, sizeof(probe), ",%s,", out);
-        if (strstr(probe, padded) != NULL)
-            return true;
-    }
+    if (has_id(out, id))
+        return true;
     if (used + n + 2 > size)
         return false;
     if (used > 0)
