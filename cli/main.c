@@ -25,8 +25,8 @@ static const char usage[] =
     "  version      print the version\n"
     "\n"
     "Exit status: 0 success, 1 the config has errors, 2 usage or file problems.\n"
-    "Docs: docs/accelrun-check.md, docs/accelrun-env.md, docs/spank-plugin.md,\n"
-    "      docs/config-site.md, docs/differences.md\n";
+    "Docs: docs/accelrun-check.md, docs/accelrun-env.md, docs/accelrun-topo.md,\n"
+    "      docs/spank-plugin.md, docs/config-site.md, docs/differences.md\n";
 
 static void log_stderr(void *ctx, enum accel_log_level level, const char *line)
 {

@@ -24,7 +24,7 @@ const char cli_topo_usage[] =
     "first.\n"
     "\n"
     "  --xml FILE            an hwloc XML topology (default: this machine)\n"
-    "  --nproc-per-node P    local ranks (default: one per GPU, else 1)\n"
+    "  --nproc-per-node P    local ranks (default: one per granted GPU, else 1)\n"
     "  --gpus LIST           the GPUs granted, as CUDA_VISIBLE_DEVICES lists them\n"
     "  --topology-conf FILE  Slurm's topology.conf (tree form)\n"
     "  --nodes HOSTLIST      the step's nodes, as SLURM_STEP_NODELIST (n[1-4],gpu7)\n"
@@ -32,7 +32,8 @@ const char cli_topo_usage[] =
     "  --dot                 print the node and its ring as a Graphviz graph\n"
     "  -h, --help            this text\n"
     "\n"
-    "Exit status: 0 printed, 1 the topology or the request is unusable, 2 usage.\n";
+    "Exit status: 0 printed, 1 the topology or the request is unusable, 2 usage or an\n"
+    "unreadable file.\n";
 
 static char prog_name[] = "accelrun topo";
 
@@ -206,10 +207,15 @@ static int parse(int argc, char **argv, struct topo_opts *o)
             return CLI_EXIT_USAGE;
         }
     }
-    if (optind != argc || (o->conf == NULL) != (o->nodes == NULL) || (o->json && o->dot)) {
-        fprintf(stderr,
-                "accelrun topo: --topology-conf and --nodes go together; --json and "
-                "--dot exclude each other\n\n%s",
+    if (optind != argc) {
+        fprintf(stderr, "accelrun topo: unexpected argument '%s'\n\n%s", argv[optind],
+                cli_topo_usage);
+        return CLI_EXIT_USAGE;
+    }
+    if ((o->conf == NULL) != (o->nodes == NULL) || (o->json && o->dot) ||
+        (o->dot && o->conf != NULL)) {
+        fprintf(stderr, "accelrun topo: --topology-conf and --nodes go together; --json and "
+                        "--dot exclude each other; --dot draws one node only\n\n%s",
                 cli_topo_usage);
         return CLI_EXIT_USAGE;
     }
@@ -233,9 +239,18 @@ int cli_topo(int argc, char **argv)
     if ((o.xml ? accel_topo_load_xml(&topo, o.xml, &err) : accel_topo_discover(&topo, &err)) !=
         ACCEL_OK) {
         fprintf(stderr, "accelrun topo: %s\n", err.msg);
-        return CLI_EXIT_FINDINGS;
+        return (err.code == ACCEL_ENOTFOUND || err.code == ACCEL_EPERM || err.code == ACCEL_EIO)
+                   ? CLI_EXIT_USAGE
+                   : CLI_EXIT_FINDINGS;
     }
+    /* default: one rank per granted GPU (all of the node's without --gpus) */
     req.nproc = o.nproc ? o.nproc : (topo.ngpus ? topo.ngpus : 1);
+    if (o.nproc == 0 && o.gpus != NULL) {
+        unsigned n = o.gpus[0] != '\0';
+        for (const char *c = o.gpus; *c; c++)
+            n += *c == ',';
+        req.nproc = n ? n : 1;
+    }
     req.gpus = o.gpus;
     status = CLI_EXIT_FINDINGS;
     if (accel_topo_plan(&topo, &req, &plan, &err) != ACCEL_OK) {

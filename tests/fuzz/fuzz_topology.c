@@ -79,7 +79,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 1: { /* tasks per node */
         unsigned before, count;
         for (unsigned node = 0; node < 4; node++)
-            (void)accel_tasks_per_node(s, node, &before, &count, &err);
+            if (accel_tasks_per_node(s, node, &before, &count, &err) == ACCEL_OK && count > (1u << 20))
+                abort(); /* the parser caps every entry */
         break;
     }
     case 2: { /* topology.conf, then an order over the nodes it names */
@@ -107,7 +108,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             *nl = '\0';
             pattern = nl + 1;
         }
-        (void)accel_switch_addr_parse(s, pattern, &a, &err);
+        if (accel_switch_addr_parse(s, pattern, &a, &err) == ACCEL_OK && a.nswitches > 16)
+            abort(); /* at most ACCEL_CLUSTER_MAX_DEPTH switches */
         break;
     }
     }
