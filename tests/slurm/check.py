@@ -16,6 +16,10 @@ is right.
                                and LOCAL_RANK consistent with the node the task ran on
   gpus DIR --tasks N           CUDA_DEVICE_ORDER=PCI_BUS_ID; CUDA_VISIBLE_DEVICES one of
                                the GPUs Slurm granted the task, distinct on a node
+  perm DIR --tasks N [--want LIST]
+                               CUDA_DEVICE_ORDER=PCI_BUS_ID; every task of a node has the
+                               same CUDA_VISIBLE_DEVICES, a permutation of its SLURM_STEP_GPUS;
+                               with --want, exactly LIST on every task
   ports DIR1 DIR2 --base B --range R
                                one MASTER_PORT per step, different, in [B, B+R)
   batch FILE                   the batch script's own line shows no RANK/WORLD_SIZE
@@ -222,7 +226,8 @@ def cmd_batch(a):
 
 def cmd_perm(a):
     """GPU order: every task of a node sees the same CUDA_VISIBLE_DEVICES, a
-    permutation of what Slurm granted (SLURM_STEP_GPUS), in PCI bus order."""
+    permutation of what Slurm granted (SLURM_STEP_GPUS), in PCI bus order;
+    with --want, exactly that list (the topology plan's order) on every task."""
     tasks = load(a.dir)
     if not want_tasks(tasks, a.tasks, a.dir):
         return
@@ -237,6 +242,9 @@ def cmd_perm(a):
             continue
         if sorted(cvd.split(",")) != sorted(granted.split(",")):
             bad("%s: CUDA_VISIBLE_DEVICES=%s is not a permutation of %s" % (tag(e), cvd, granted))
+        if a.want is not None and cvd != a.want:
+            bad("%s: CUDA_VISIBLE_DEVICES=%s, want %s (Slurm granted %s)" % (tag(e), cvd, a.want,
+                                                                             granted))
         per_node.setdefault(e.get("SLURMD_NODENAME"), set()).add(cvd)
     for node, lists in sorted(per_node.items()):
         if len(lists) != 1:
@@ -279,6 +287,8 @@ def main():
     p = sub.add_parser("perm")
     p.add_argument("dir")
     p.add_argument("--tasks", type=int, required=True)
+    p.add_argument("--want", metavar="LIST",
+                   help="the exact CUDA_VISIBLE_DEVICES every task must have, e.g. 0,2,1,3")
     p.set_defaults(fn=cmd_perm)
     p = sub.add_parser("gpus")
     p.add_argument("dir")

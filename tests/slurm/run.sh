@@ -656,19 +656,23 @@ else
     fi
 fi
 
-# t. GPU order from a topology (plugstack topology_xml=, the DGX-H100-like XML;
-# the lab's GPUs are fake device files, so live discovery finds none): every
-# task of a node shares Slurm's list (--gres=gpu:4), permuted, never changed
-install -m 644 "$ROOT/tests/topo/dgx-h100.xml" "$W/h100.xml"
-out=$("$LAB" plugstack topology_xml="$W/h100.xml" $BASE_ARGS 2>&1)
+# t. GPU order from a topology (plugstack topology_xml=, tests/topo/nvlink-pairs.xml:
+# 4 PCIe GPUs, 0+1 and 2+3 behind one PCIe switch each, NVLink bridges 0-2 and
+# 1-3 only; the lab's GPUs are fake device files, so live discovery finds none):
+# every task of a node shares Slurm's list (--gres=gpu:4), permuted, never
+# changed.  The node's 2 ranks take the NVLink pair 0,2 (`accelrun topo --xml
+# tests/topo/nvlink-pairs.xml --gpus 0,1,2,3 --nproc-per-node 2`), then come the
+# other granted GPUs in Slurm's order: 0,2,1,3, not Slurm's 0,1,2,3.
+install -m 644 "$ROOT/tests/topo/nvlink-pairs.xml" "$W/nvlink-pairs.xml"
+out=$("$LAB" plugstack topology_xml="$W/nvlink-pairs.xml" $BASE_ARGS 2>&1)
 if [ $? -ne 0 ]; then
     bad "t: plugstack topology_xml= installed" "$out"
 else
     mkout t
     A "$W" 60 srun -N2 -n4 --gres=gpu:4 --accel-config=cfg-t.yaml $DUMP "$W/t"
-    ran "t: srun -N2 -n4 --gres=gpu:4 with topology_xml=" &&
-        check "t: CUDA_VISIBLE_DEVICES: one list per node, a permutation of SLURM_STEP_GPUS" \
-            perm "$W/t" --tasks 4
+    ran "t: srun -N2 -n4 --gres=gpu:4 with topology_xml=nvlink-pairs.xml" &&
+        check "t: CUDA_VISIBLE_DEVICES: one list per node, a permutation of SLURM_STEP_GPUS, exactly 0,2,1,3 (NVLink pair first)" \
+            perm "$W/t" --tasks 4 --want 0,2,1,3
 fi
 
 # n. a bad plugstack argument breaks only the jobs that use --accel-config
