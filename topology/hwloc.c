@@ -302,8 +302,20 @@ static enum accel_err xml_normalize(const char *in, size_t len, bool v3, struct 
         size_t stop = lt ? (size_t)(lt - in) : len, end, tlen, nlen;
         bool closing, empty, drop;
 
-        if (!skip && stop > i)
-            rc = accel_buf_add(out, in + i, stop - i);
+        if (!skip && stop > i) {
+            /* Outside the root element only blanks are allowed; hwloc's own
+             * parser refuses an empty line there (a dropped comment leaves
+             * one), so any run of them becomes a single newline. */
+            size_t k = i;
+            while (depth == 0 && k < stop && strchr(" \t\r\n", in[k]) != NULL)
+                k++;
+            if (depth == 0 && k == stop) {
+                if (out->len > 0 && out->data[out->len - 1] != '\n')
+                    rc = accel_buf_add(out, "\n", 1);
+            }
+            else
+                rc = accel_buf_add(out, in + i, stop - i);
+        }
         if (lt == NULL || rc != ACCEL_OK)
             break;
         i = stop;

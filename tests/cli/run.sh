@@ -153,6 +153,11 @@ else
 fi
 expect "topo: CPU-only machine" 0 "$bin" topo --xml "${ACCEL_SHARED:-../shared}/corpus/hwloc-xml/32em64t-2n8c2t-pci-normalio.xml"
 expect "topo --help" 0 "$bin" topo --help
+# an XML with a comment line before <topology> (hwloc itself refuses the blank
+# line a dropped comment leaves); NVLink pairs 0-2 and 1-3 put rank 1 on GPU 2
+sed 's/^<topology /\n<!-- exported by hand -->\n\n<topology /' tests/topo/nvlink-pairs.xml >"$tmp/commented.xml"
+expect "topo: an XML with a comment line loads" 0 "$bin" topo --xml "$tmp/commented.xml" --gpus 0,1,2,3 --nproc-per-node 2
+contains "topo: the NVLink pair is planned together" "1     2      0000:1c:00.0"
 
 echo "cli: $pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
