@@ -7,8 +7,15 @@ and exits 1 when something is; 0 and nothing (or a short summary) when all
 is right.
 
   contract DIR CLI CFG --tasks N --nproc-per-node P [--site FILE] [--master-addr A]
+           [--node-rank-from nodeid|group]
       every variable `accelrun env CFG ... --format json` prints for the task's
-      node rank / local rank / MASTER_PORT equals the task's value
+      node rank / local rank / MASTER_PORT equals the task's value; the node rank
+      is SLURM_NODEID (default; then also RANK = SLURM_PROCID) or, with
+      --node-rank-from group, the task's GROUP_RANK (the plugin's topology order)
+  order DIR --tasks N --nproc-per-node P --nodes n1,n3,n2,n4 [--master-addr A]
+      GROUP_RANK is the node's index in --nodes on every task of that node,
+      RANK = P*GROUP_RANK + LOCAL_RANK, LOCAL_RANK = SLURM_LOCALID, WORLD_SIZE=N,
+      GROUP_WORLD_SIZE = number of nodes, MASTER_ADDR=A (default: the first node)
   vars DIR --tasks N [--eq NAME=VALUE]... [--unset NAME]... [--unset-prefix P]...
   untouched DIR --tasks N      none of the variables the plugin sets (RANK, MASTER_*,
                                ACCELERATE_*, FSDP_*, PET_*, CUDA_DEVICE_ORDER, ...)
@@ -79,7 +86,11 @@ def cmd_contract(a):
         if port is None:
             bad("%s: no MASTER_PORT" % tag(e))
             continue
-        cmd = [a.cli, "env", a.cfg, "--nnodes", str(nnodes), "--node-rank", e["SLURM_NODEID"],
+        node_rank = e["SLURM_NODEID"] if a.node_rank_from == "nodeid" else e.get("GROUP_RANK")
+        if node_rank is None:
+            bad("%s: no GROUP_RANK" % tag(e))
+            continue
+        cmd = [a.cli, "env", a.cfg, "--nnodes", str(nnodes), "--node-rank", node_rank,
                "--nproc-per-node", str(a.nproc_per_node), "--local-rank", e["SLURM_LOCALID"],
                "--master-addr", a.master_addr, "--master-port", port, "--format", "json"]
         if a.site:
@@ -94,13 +105,54 @@ def cmd_contract(a):
             if got != v:
                 bad("%s: %s=%r, accelrun env says %r" % (tag(e), k, got, v))
         compared += len(want)
-        if e.get("RANK") != e.get("SLURM_PROCID"):
+        if a.node_rank_from == "nodeid" and e.get("RANK") != e.get("SLURM_PROCID"):
             bad("%s: RANK=%r but SLURM_PROCID=%r" % (tag(e), e.get("RANK"), e.get("SLURM_PROCID")))
     ranks = sorted(e.get("RANK", "?") for e in tasks)
     if ranks != [str(i) for i in range(a.tasks)]:
         bad("%s: ranks %s, want 0..%d once each" % (a.dir, ranks, a.tasks - 1))
     if not problems:
         print("# %d tasks, %d variables compared with accelrun env" % (len(tasks), compared))
+
+
+def cmd_order(a):
+    tasks = load(a.dir)
+    if not want_tasks(tasks, a.tasks, a.dir):
+        return
+    nodes = a.nodes.split(",")
+    master = a.master_addr or nodes[0]
+    seen = {}
+    for e in tasks:
+        node = e.get("SLURMD_NODENAME")
+        if node not in nodes:
+            bad("%s: ran on %r, not one of %s" % (tag(e), node, nodes))
+            continue
+        gr = nodes.index(node)
+        seen.setdefault(node, []).append(e)
+        want = {
+            "GROUP_RANK": str(gr),
+            "GROUP_WORLD_SIZE": str(len(nodes)),
+            "LOCAL_RANK": e.get("SLURM_LOCALID"),
+            "WORLD_SIZE": str(a.tasks),
+            "MASTER_ADDR": master,
+        }
+        try:
+            want["RANK"] = str(a.nproc_per_node * gr + int(e.get("LOCAL_RANK", "")))
+        except ValueError:
+            bad("%s: LOCAL_RANK=%r is not a number" % (tag(e), e.get("LOCAL_RANK")))
+        for k, v in want.items():
+            if e.get(k) != v:
+                bad("%s: %s=%r, want %r" % (tag(e), k, e.get(k), v))
+    for node in nodes:
+        if len(seen.get(node, [])) != a.nproc_per_node:
+            bad("%s: %d tasks, want %d" % (node, len(seen.get(node, [])), a.nproc_per_node))
+    ranks = sorted(int(e["RANK"]) for e in tasks if e.get("RANK", "").isdigit())
+    if ranks != list(range(a.tasks)):
+        bad("%s: ranks %s, want 0..%d once each" % (a.dir, ranks, a.tasks - 1))
+    if not problems:
+        print("# GROUP_RANK by node: %s; RANK by node: %s" % (
+            ", ".join("%s=%s" % (n, seen[n][0]["GROUP_RANK"]) for n in nodes),
+            ", ".join("%s=%s" % (n, ",".join(sorted((e["RANK"] for e in seen[n]), key=int)))
+                      for n in nodes)))
 
 
 def cmd_vars(a):
@@ -264,7 +316,16 @@ def main():
     p.add_argument("--nproc-per-node", type=int, required=True)
     p.add_argument("--site")
     p.add_argument("--master-addr", default="n1")
+    p.add_argument("--node-rank-from", choices=["nodeid", "group"], default="nodeid",
+                   help="the node rank passed to accelrun env: SLURM_NODEID (default) or GROUP_RANK")
     p.set_defaults(fn=cmd_contract)
+    p = sub.add_parser("order")
+    p.add_argument("dir")
+    p.add_argument("--tasks", type=int, required=True)
+    p.add_argument("--nproc-per-node", type=int, required=True)
+    p.add_argument("--nodes", required=True, help="the expected node order, e.g. n1,n3,n2,n4")
+    p.add_argument("--master-addr")
+    p.set_defaults(fn=cmd_order)
     p = sub.add_parser("vars")
     p.add_argument("dir")
     p.add_argument("--tasks", type=int, required=True)

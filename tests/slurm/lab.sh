@@ -1,8 +1,9 @@
 #!/bin/bash
-# tests/slurm/lab.sh: a real two-node Slurm 22.05 cluster on one Debian machine,
+# tests/slurm/lab.sh: a real two-node (ACCELRUN_LAB_NODES: up to nine) Slurm 22.05
+# cluster on one Debian machine,
 # for the SPANK plugin's integration tests (reference/slurm.md §3).
 #
-#   lab.sh up                 munged, slurmctld, slurmd n1 + n2 (each in its own
+#   lab.sh up                 munged, slurmctld, slurmd n1 + n2 [+ n3..] (each in its own
 #                             network + UTS namespace on a bridge), fake GPUs,
 #                             topology/tree with two leaf switches, user alice,
 #                             the plugin $ACCELRUN_SPANK loaded by a plugstack
@@ -20,6 +21,12 @@
 #   ACCELRUN_PLUGSTACK_ARGS   plugstack.conf arguments (space separated)
 #   ACCELRUN_LAB_STATE        state directory (default /run/accelrun-lab)
 #   ACCELRUN_LAB_USER         the job user (default alice)
+#   ACCELRUN_LAB_NODES        number of nodes n1..nN, 1-9 (default 2); node nK
+#                             has the address <subnet>.1K
+#   ACCELRUN_LAB_TOPOLOGY     a file to install as topology.conf (default: two
+#                             leaf switches, leaf1 = n1 and leaf2 = n2, under a spine)
+#
+# `up` on a healthy lab with another node count or topology restarts it.
 #
 # Everything the lab changes is written to $STATE/undo the moment it is done
 # (one line per action), so `down` works after a failed or interrupted `up`:
@@ -42,7 +49,16 @@ ETC=/etc/slurm
 SNIPPET=$ETC/plugstack.conf.d/accelrun-lab.conf
 SITE_FILE=/etc/accelrun/site.yaml
 BR=acclab0
-NODES="n1 n2"
+NODE_COUNT=${ACCELRUN_LAB_NODES:-2}
+case $NODE_COUNT in
+[1-9]) ;;
+*)
+    echo "lab: error: ACCELRUN_LAB_NODES=$NODE_COUNT: want 1-9" >&2
+    exit 1
+    ;;
+esac
+NODES=$(seq -f 'n%g' -s ' ' 1 "$NODE_COUNT")
+TOPOLOGY=${ACCELRUN_LAB_TOPOLOGY:-}
 MARK='# accelrun-lab'
 UNDO=$STATE/undo
 IDLE_WAIT=${ACCELRUN_LAB_IDLE_WAIT:-30}
@@ -157,11 +173,23 @@ install_plugin() { # ARGS...
 
 nodes_state() { sinfo -h -N -o '%N %T' 2>/dev/null | sort -u | tr '\n' ' '; }
 
+all_idle() { # what nodes_state says when every node is idle: "n1 idle n2 idle "
+    local n
+    for n in $NODES; do printf '%s idle ' "$n"; done
+}
+
+# the layout `up` would build now (node count and topology.conf), to compare
+# with the one a running lab was built with
+wanted_layout() {
+    echo "nodes $NODES"
+    if [ -n "$TOPOLOGY" ]; then cat "$TOPOLOGY"; else echo "topology default"; fi
+}
+
 wait_idle() {
     local deadline=$((SECONDS + IDLE_WAIT)) s="" why="" kind name pid st
     while [ $SECONDS -lt $deadline ]; do
         s=$(nodes_state)
-        [ "$s" = "n1 idle n2 idle " ] && return 0
+        [ "$s" = "$(all_idle)" ] && return 0
         while read -r kind name pid st; do
             [ "$kind" = pid ] && ! pid_alive "$pid" "$st" && why="$why $name"
         done <"$UNDO"
@@ -189,10 +217,14 @@ healthy() {
         [ "$kind" = pid ] || continue
         pid_alive "$pid" "$st" || return 1
     done <"$UNDO"
-    case $(nodes_state) in
-    *n1*n2*) ;;
-    *) return 1 ;;
-    esac
+    local s n
+    s=" $(nodes_state)"
+    for n in $NODES; do
+        case $s in
+        *" $n "*) ;;
+        *) return 1 ;;
+        esac
+    done
     return 0
 }
 
@@ -308,7 +340,10 @@ cmd_up() {
     done
     [ -z "${need:-}" ] || die "missing commands:$need"
 
-    if healthy; then
+    if [ -n "$TOPOLOGY" ] && [ ! -f "$TOPOLOGY" ]; then die "ACCELRUN_LAB_TOPOLOGY=$TOPOLOGY: no such file"; fi
+    if healthy && ! wanted_layout | cmp -s - "$STATE/layout"; then
+        say "node count or topology changed: restarting the lab"
+    elif healthy; then
         if ! plugin_wanted || cmp -s "$SPANK" "$STATE/plugin.so"; then
             install_plugin "${ACCELRUN_PLUGSTACK_ARGS:-}"
             say "already up"
@@ -357,7 +392,7 @@ cmd_up() {
         fi
     done
 
-    # 3. two nodes = two network namespaces on a bridge; slurmctld stays in the root namespace
+    # 3. nodes = network namespaces on a bridge; slurmctld stays in the root namespace
     ip link show "$BR" >/dev/null 2>&1 && die "interface $BR exists but is not recorded in $UNDO"
     ip link add "$BR" type bridge
     record "link $BR"
@@ -378,14 +413,14 @@ cmd_up() {
         ip -n "acclab-$n" route add default via "$net.1"
     done
 
-    # 4. names: n1/n2 must resolve to the namespaces everywhere (shared /etc/hosts)
+    # 4. names: n1..nN must resolve to the namespaces everywhere (shared /etc/hosts)
     for n in $NODES; do
         local have
         have=$(getent hosts "$n" | awk '{print $1}' | head -n1 || true)
-        [ -z "$have" ] || die "host name $n already resolves to $have; the lab needs n1/n2"
+        [ -z "$have" ] || die "host name $n already resolves to $have; the lab needs ${NODES// //}"
     done
     record hosts
-    printf '%s.11 n1 %s\n%s.12 n2 %s\n' "$net" "$MARK" "$net" "$MARK" >>/etc/hosts
+    for n in $NODES; do printf '%s.1%s %s %s\n' "$net" "${n#n}" "$n" "$MARK"; done >>/etc/hosts
 
     # 5. configuration (pre-existing files are backed up and restored by down)
     local ctl
@@ -395,6 +430,11 @@ cmd_up() {
     for n in $NODES; do mkdir -p "$STATE/spool/$n"; done
     claim_dir "$ETC"
     claim_dir "$ETC/plugstack.conf.d"
+    local nodelines=""
+    for n in $NODES; do
+        nodelines="${nodelines}NodeName=$n NodeAddr=$net.1${n#n} Sockets=2 CoresPerSocket=1 ThreadsPerCore=1 RealMemory=1000 Gres=gpu:4 State=UNKNOWN
+"
+    done
     put_file "$ETC/slurm.conf" <<CONF
 # written by accelrun tests/slurm/lab.sh; removed by 'lab.sh down'
 ClusterName=acclab
@@ -421,21 +461,24 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 MinJobAge=30
 KillWait=5
-NodeName=n1 NodeAddr=$net.11 Sockets=2 CoresPerSocket=1 ThreadsPerCore=1 RealMemory=1000 Gres=gpu:4 State=UNKNOWN
-NodeName=n2 NodeAddr=$net.12 Sockets=2 CoresPerSocket=1 ThreadsPerCore=1 RealMemory=1000 Gres=gpu:4 State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+${nodelines}PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
-    put_file "$ETC/gres.conf" <<'CONF'
+    put_file "$ETC/gres.conf" <<CONF
 # written by accelrun tests/slurm/lab.sh: fake GPUs, 0-1 near core 0, 2-3 near core 1
-NodeName=n[1-2] Name=gpu File=/dev/nvidia[0-1] Cores=0
-NodeName=n[1-2] Name=gpu File=/dev/nvidia[2-3] Cores=1
+NodeName=n[1-$NODE_COUNT] Name=gpu File=/dev/nvidia[0-1] Cores=0
+NodeName=n[1-$NODE_COUNT] Name=gpu File=/dev/nvidia[2-3] Cores=1
 CONF
-    put_file "$ETC/topology.conf" <<'CONF'
+    if [ -n "$TOPOLOGY" ]; then
+        put_file "$ETC/topology.conf" <"$TOPOLOGY"
+    else
+        put_file "$ETC/topology.conf" <<'CONF'
 # written by accelrun tests/slurm/lab.sh: two leaf switches under one spine
 SwitchName=leaf1 Nodes=n1
 SwitchName=leaf2 Nodes=n2
 SwitchName=spine Switches=leaf[1-2]
 CONF
+    fi
+    wanted_layout >"$STATE/layout"
     if [ ! -e "$ETC/plugstack.conf" ]; then
         echo "include $ETC/plugstack.conf.d/*.conf" | put_file "$ETC/plugstack.conf"
     elif ! grep -q "plugstack.conf.d" "$ETC/plugstack.conf"; then

@@ -13,6 +13,8 @@
 #   ACCELRUN_PLUGSTACK_ARGS  extra plugstack.conf arguments for every case
 #   ACCELRUN_LAB_KEEP=1      leave the lab up afterwards (for debugging; then
 #                            `tests/slurm/lab.sh down`)
+#   ACCELRUN_LAB_ORDER=0     do not run tests/slurm/order.sh (the 4-node
+#                            topology order case) at the end
 #   ACCELRUN_LAB_VENV        the accelerate venv of case p (default
 #                            /var/cache/accelrun-lab/venv, kept between runs)
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
@@ -31,60 +33,16 @@ SITE_PORT_BASE=31000
 SITE_PORT_RANGE=200
 export ACCELRUN_SPANK=$PLUGIN ACCELRUN_PLUGSTACK_ARGS=$BASE_ARGS
 
-pass=0 fail=0 skip=0
-ok() {
-    pass=$((pass + 1))
-    echo "ok - $1"
-}
-bad() {
-    fail=$((fail + 1))
-    echo "not ok - $1"
-    if [ -n "${2:-}" ]; then printf '%s\n' "$2" | tail -n 40 | sed 's/^/#   /'; fi
-}
-skipped() {
-    skip=$((skip + 1))
-    echo "ok - $1 # SKIP $2"
-}
-skip_all() {
-    echo "slurm: SKIP: $1"
-    exit 0
-}
-finish() {
-    echo "slurm: $pass passed, $fail failed, $skip skipped"
-    [ "$fail" -eq 0 ]
-    exit $?
-}
+TIER=slurm
+# shellcheck source=tests/slurm/common.sh
+. "$HERE/common.sh"
+# the lab of these cases: two nodes, the default topology
+export ACCELRUN_LAB_NODES=2
+unset ACCELRUN_LAB_TOPOLOGY
 
 # ------------------------------------------------------------------ can we run here?
-[ "$(id -u)" = 0 ] || skip_all "not root (the lab creates namespaces, users and daemons)"
-for c in ip unshare nsenter setsid setpriv runuser; do
-    command -v "$c" >/dev/null 2>&1 || skip_all "$c not available"
-done
-ip netns list >/dev/null 2>&1 || skip_all "ip netns unavailable"
-unshare --net --uts true 2>/dev/null || skip_all "unshare cannot create network/UTS namespaces here"
+preflight
 
-installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
-apt_log=$(mktemp)
-apt_updated=0
-apt_install() { # PKG... ; 0 when installed, else the reason in $apt_log
-    local need="" p
-    for p in "$@"; do installed "$p" || need="$need $p"; done
-    [ -z "$need" ] && return 0
-    command -v apt-get >/dev/null 2>&1 || {
-        echo "missing$need and no apt-get" >"$apt_log"
-        return 1
-    }
-    if [ $apt_updated = 0 ]; then
-        apt-get -o DPkg::Lock::Timeout=600 update -q >"$apt_log" 2>&1 || return 1
-        apt_updated=1
-    fi
-    # shellcheck disable=SC2086
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q \
-        --no-install-recommends $need >"$apt_log" 2>&1
-}
-command -v dpkg-query >/dev/null 2>&1 || skip_all "not a Debian system (no dpkg-query)"
-apt_install slurmd slurmctld slurm-client munge iproute2 python3 ||
-    skip_all "cannot install the Slurm packages: $(tail -n 1 "$apt_log")"
 torch_reason=""
 apt_install python3-torch || torch_reason="cannot install python3-torch: $(tail -n 1 "$apt_log")"
 venv_reason=""
@@ -138,40 +96,6 @@ W=$HOME_A/acclab
 rm -rf "$W"
 mkdir -p "$W"
 cp "$HERE/dumpenv.py" "$ROOT/tests/interop/torch_allreduce.py" "$ROOT/tests/interop/accelerate_state.py" "$W/"
-
-# A: run CMD as alice in DIR with a clean environment and a time limit;
-# output (stdout + stderr) in $out, exit status in $rc
-A() {
-    local dir=$1 t=$2
-    shift 2
-    out=$(cd "$dir" && runuser -u "$LAB_USER" -- env -i PATH=/usr/bin:/bin HOME="$HOME_A" \
-        USER="$LAB_USER" LOGNAME="$LAB_USER" LANG=C.UTF-8 timeout -k 5 "$t" "$@" 2>&1)
-    rc=$?
-}
-
-# check NAME CHECK-ARGS...: check.py's verdict as one TAP line
-check() {
-    local name=$1 res
-    shift
-    res=$($CHECK "$@" 2>&1)
-    if [ $? -eq 0 ]; then
-        ok "$name"
-        [ -n "$res" ] && printf '%s\n' "$res"
-    else
-        bad "$name" "$res"
-    fi
-    return 0
-}
-
-# ran NAME: srun/sbatch/salloc exited 0 (else a failure with its output)
-ran() {
-    if [ "$rc" -eq 0 ]; then
-        ok "$1"
-        return 0
-    fi
-    bad "$1 (exit $rc)" "$out"
-    return 1
-}
 
 # failed NAME: the command must have exited non-zero
 failed() {
@@ -703,4 +627,25 @@ fi
 "$LAB" plugstack $BASE_ARGS >/dev/null 2>&1 || bad "plugstack restored"
 
 echo "# cases took $((SECONDS - t_start)) s"
+
+# ------------------------------------------------------------------ node order (order.sh)
+# a 4-node lab with a topology.conf whose leaf switches interleave the node
+# names, after this lab is down; its counts are added to the closing line
+if [ "${ACCELRUN_LAB_ORDER:-1}" != 0 ]; then
+    cleanup
+    trap - EXIT
+    W="" E_CFG_NEW=0
+    olog=$(mktemp)
+    bash "$HERE/order.sh" "$PLUGIN" "$CLI" | tee "$olog"
+    oline=$(grep -E '^order: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$olog" | tail -n 1)
+    if [ -n "$oline" ]; then
+        set -- $oline
+        pass=$((pass + $2)) fail=$((fail + $4)) skip=$((skip + $6))
+    elif grep -q '^order: SKIP: ' "$olog"; then
+        skip=$((skip + 1))
+    else
+        bad "order.sh printed its closing line 'order: N passed, N failed, N skipped'"
+    fi
+    rm -f "$olog"
+fi
 finish

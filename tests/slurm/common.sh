@@ -1,0 +1,102 @@
+# tests/slurm/common.sh: sourced by run.sh and order.sh.  Set TIER (the closing
+# line's prefix), and before A: LAB_USER, HOME_A; before check: CHECK.
+
+pass=0 fail=0 skip=0
+ok() {
+    pass=$((pass + 1))
+    echo "ok - $1"
+}
+bad() {
+    fail=$((fail + 1))
+    echo "not ok - $1"
+    if [ -n "${2:-}" ]; then printf '%s\n' "$2" | tail -n 40 | sed 's/^/#   /'; fi
+}
+skipped() {
+    skip=$((skip + 1))
+    echo "ok - $1 # SKIP $2"
+}
+skip_all() {
+    echo "$TIER: SKIP: $1"
+    exit 0
+}
+finish() {
+    echo "$TIER: $pass passed, $fail failed, $skip skipped"
+    [ "$fail" -eq 0 ]
+    exit $?
+}
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
+apt_updated=0
+apt_install() { # PKG... ; 0 when installed, else the reason in $apt_log
+    local need="" p
+    for p in "$@"; do installed "$p" || need="$need $p"; done
+    [ -z "$need" ] && return 0
+    command -v apt-get >/dev/null 2>&1 || {
+        echo "missing$need and no apt-get" >"$apt_log"
+        return 1
+    }
+    if [ $apt_updated = 0 ]; then
+        apt-get -o DPkg::Lock::Timeout=600 update -q >"$apt_log" 2>&1 || return 1
+        apt_updated=1
+    fi
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q \
+        --no-install-recommends $need >"$apt_log" 2>&1
+}
+
+# preflight: skip the whole tier (skip_all) when it cannot run here: not root,
+# no network namespaces, or the Slurm packages cannot be installed.  Leaves
+# $apt_log (a temporary file) for further apt_install calls; the caller removes it.
+preflight() {
+    local c
+    [ "$(id -u)" = 0 ] || skip_all "not root (the lab creates namespaces, users and daemons)"
+    for c in ip unshare nsenter setsid setpriv runuser; do
+        command -v "$c" >/dev/null 2>&1 || skip_all "$c not available"
+    done
+    ip netns list >/dev/null 2>&1 || skip_all "ip netns unavailable"
+    unshare --net --uts true 2>/dev/null || skip_all "unshare cannot create network/UTS namespaces here"
+    apt_log=$(mktemp)
+    command -v dpkg-query >/dev/null 2>&1 || {
+        rm -f "$apt_log"
+        skip_all "not a Debian system (no dpkg-query)"
+    }
+    apt_install slurmd slurmctld slurm-client munge iproute2 python3 || {
+        c=$(tail -n 1 "$apt_log")
+        rm -f "$apt_log"
+        skip_all "cannot install the Slurm packages: $c"
+    }
+}
+
+# A: run CMD as alice in DIR with a clean environment and a time limit;
+# output (stdout + stderr) in $out, exit status in $rc
+A() {
+    local dir=$1 t=$2
+    shift 2
+    out=$(cd "$dir" && runuser -u "$LAB_USER" -- env -i PATH=/usr/bin:/bin HOME="$HOME_A" \
+        USER="$LAB_USER" LOGNAME="$LAB_USER" LANG=C.UTF-8 timeout -k 5 "$t" "$@" 2>&1)
+    rc=$?
+}
+
+# check NAME CHECK-ARGS...: check.py's verdict as one TAP line
+check() {
+    local name=$1 res
+    shift
+    res=$($CHECK "$@" 2>&1)
+    if [ $? -eq 0 ]; then
+        ok "$name"
+        [ -n "$res" ] && printf '%s\n' "$res"
+    else
+        bad "$name" "$res"
+    fi
+    return 0
+}
+
+# ran NAME: srun/sbatch/salloc exited 0 (else a failure with its output)
+ran() {
+    if [ "$rc" -eq 0 ]; then
+        ok "$1"
+        return 0
+    fi
+    bad "$1 (exit $rc)" "$out"
+    return 1
+}
