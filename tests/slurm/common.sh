@@ -100,3 +100,18 @@ ran() {
     bad "$1 (exit $rc)" "$out"
     return 1
 }
+
+# require_binaries: names the plugin and the CLI under test; a missing one is
+# a failure of the tier, not a skip (make builds both before the tier runs)
+require_binaries() {
+    echo "# plugin $PLUGIN"
+    echo "# cli    $CLI"
+    if [ ! -f "$PLUGIN" ]; then
+        bad "plugin $PLUGIN exists (build it with 'make spank')"
+        finish
+    fi
+    if [ ! -x "$CLI" ]; then
+        bad "accelrun $CLI exists (build it with 'make')"
+        finish
+    fi
+}

@@ -32,16 +32,7 @@ TIER=order
 preflight
 rm -f "$apt_log"
 
-echo "# plugin $PLUGIN"
-echo "# cli    $CLI"
-if [ ! -f "$PLUGIN" ]; then
-    bad "plugin $PLUGIN exists (build it with 'make spank')"
-    finish
-fi
-if [ ! -x "$CLI" ]; then
-    bad "accelrun $CLI exists (build it with 'make')"
-    finish
-fi
+require_binaries
 
 TOPO=$(mktemp)
 W=""

@@ -50,16 +50,7 @@ venv_reason=""
     venv_reason="cannot install python3-venv: $(tail -n 1 "$apt_log")"
 rm -f "$apt_log"
 
-echo "# plugin $PLUGIN"
-echo "# cli    $CLI"
-if [ ! -f "$PLUGIN" ]; then
-    bad "plugin $PLUGIN exists (build it with 'make spank')"
-    finish
-fi
-if [ ! -x "$CLI" ]; then
-    bad "accelrun $CLI exists (build it with 'make')"
-    finish
-fi
+require_binaries
 
 # ------------------------------------------------------------------ the lab
 W="" E_CFG="" E_CFG_NEW=0
