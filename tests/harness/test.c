@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "accel/alloc.h"
+#include "accel/diag.h"
 #include "test.h"
 
 #define TEST_TIMEOUT_S 60
@@ -42,6 +43,15 @@ void test_note(const char *fmt, ...)
     vfprintf(stdout, fmt, ap);
     va_end(ap);
     fputc('\n', stdout);
+}
+
+void test_note_diags(const struct accel_diags *d)
+{
+    for (size_t i = 0; i < d->n; i++) {
+        char b[1400];
+        accel_diag_format(&d->v[i], b, sizeof(b));
+        test_note("  %s", b);
+    }
 }
 
 /* ---- counting allocator ---- */

@@ -83,6 +83,10 @@ void test_alloc_fail_at(unsigned long n);
 unsigned long test_alloc_count(void);
 long test_alloc_live(void);
 
+/* Prints every finding of a list as a TAP diagnostic line. */
+struct accel_diags;
+void test_note_diags(const struct accel_diags *d);
+
 /* Path of the shared corpus folder (../shared/corpus or $ACCEL_SHARED/corpus). */
 const char *test_corpus_dir(void);
 

@@ -1,5 +1,14 @@
-# tests/slurm/common.sh: sourced by run.sh and order.sh.  Set TIER (the closing
-# line's prefix), and before A: LAB_USER, HOME_A; before check: CHECK.
+# tests/slurm/common.sh: sourced by run.sh and order.sh with their own
+# arguments ([PLUGIN [CLI]]) after setting HERE (their folder) and TIER (the
+# closing line's prefix); before A, set HOME_A.
+
+ROOT=$(cd "$HERE/../.." && pwd)
+abspath() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac }
+PLUGIN=$(abspath "${1:-$ROOT/build/spank/accelrun.so}")
+CLI=$(abspath "${2:-$ROOT/build/bin/accelrun}")
+LAB=$HERE/lab.sh
+CHECK="/usr/bin/python3 $HERE/check.py"
+LAB_USER=alice
 
 pass=0 fail=0 skip=0
 ok() {

@@ -17,17 +17,10 @@
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-abspath() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac }
-PLUGIN=$(abspath "${1:-$ROOT/build/spank/accelrun.so}")
-CLI=$(abspath "${2:-$ROOT/build/bin/accelrun}")
-LAB=$HERE/lab.sh
-CHECK="/usr/bin/python3 $HERE/check.py"
-LAB_USER=alice
-export ACCELRUN_SPANK=$PLUGIN ACCELRUN_PLUGSTACK_ARGS=${ACCELRUN_PLUGSTACK_ARGS:-}
 TIER=order
 # shellcheck source=tests/slurm/common.sh
 . "$HERE/common.sh"
+export ACCELRUN_SPANK=$PLUGIN ACCELRUN_PLUGSTACK_ARGS=${ACCELRUN_PLUGSTACK_ARGS:-}
 
 preflight
 rm -f "$apt_log"

@@ -20,22 +20,15 @@
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-abspath() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac }
-PLUGIN=$(abspath "${1:-$ROOT/build/spank/accelrun.so}")
-CLI=$(abspath "${2:-$ROOT/build/bin/accelrun}")
-LAB=$HERE/lab.sh
-CHECK="/usr/bin/python3 $HERE/check.py"
-LAB_USER=alice
 BASE_ARGS=${ACCELRUN_PLUGSTACK_ARGS:-}
 VENV=${ACCELRUN_LAB_VENV:-/var/cache/accelrun-lab/venv}
 SITE_PORT_BASE=31000
 SITE_PORT_RANGE=200
-export ACCELRUN_SPANK=$PLUGIN ACCELRUN_PLUGSTACK_ARGS=$BASE_ARGS
 
 TIER=slurm
 # shellcheck source=tests/slurm/common.sh
 . "$HERE/common.sh"
+export ACCELRUN_SPANK=$PLUGIN ACCELRUN_PLUGSTACK_ARGS=$BASE_ARGS
 # the lab of these cases: two nodes, the default topology
 export ACCELRUN_LAB_NODES=2
 unset ACCELRUN_LAB_TOPOLOGY

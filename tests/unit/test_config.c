@@ -58,15 +58,6 @@ static void unload(struct loaded *l)
     accel_diags_free(&l->d);
 }
 
-static void dump(const struct accel_diags *d)
-{
-    for (size_t i = 0; i < d->n; i++) {
-        char b[1400];
-        accel_diag_format(&d->v[i], b, sizeof(b));
-        test_note("  %s", b);
-    }
-}
-
 /* errors/warnings must count exactly what the list holds (while it is
  * complete), and `err` must be the first error of the list. */
 static void check_counts(const char *row, const struct loaded *l)
@@ -86,7 +77,7 @@ static void check_counts(const char *row, const struct loaded *l)
     if (l->d.oom)
         test_fail(__FILE__, __LINE__, "[%s] diags.oom set without an allocation failure", row);
     if (e != l->d.errors || w != l->d.warnings) {
-        dump(&l->d);
+        test_note_diags(&l->d);
         test_fail(__FILE__, __LINE__,
                   "[%s] counts say %zu errors, %zu warnings; the list has %zu, %zu", row,
                   l->d.errors, l->d.warnings, e, w);
@@ -180,7 +171,7 @@ static void run_rows(const struct row *rows, size_t n)
 
         load_opts(&l, r->yaml, &opts);
         if (l.rc != r->code) {
-            dump(&l.d);
+            test_note_diags(&l.d);
             test_fail(__FILE__, __LINE__, "[%s] returned %s, expected %s (%s)", r->name,
                       accel_errname(l.rc), accel_errname(r->code), l.err.msg);
         }
@@ -188,13 +179,13 @@ static void run_rows(const struct row *rows, size_t n)
         if (r->want != NULL) {
             g = find_diag(&l.d, r->sev, r->key, r->want);
             if (g == NULL) {
-                dump(&l.d);
+                test_note_diags(&l.d);
                 test_fail(__FILE__, __LINE__, "[%s] no %s%s%s containing \"%s\"", r->name,
                           accel_sev_name(r->sev), r->key ? " at key " : "", r->key ? r->key : "",
                           r->want);
             }
             if (r->line != ANYPOS && (g->line != r->line || g->col != r->col)) {
-                dump(&l.d);
+                test_note_diags(&l.d);
                 test_fail(__FILE__, __LINE__, "[%s] finding at %u:%u, expected %u:%u", r->name,
                           g->line, g->col, r->line, r->col);
             }
@@ -203,7 +194,7 @@ static void run_rows(const struct row *rows, size_t n)
                           r->name, g->file);
         }
         if (r->absent != NULL && any_diag_contains(&l.d, r->absent)) {
-            dump(&l.d);
+            test_note_diags(&l.d);
             test_fail(__FILE__, __LINE__, "[%s] a finding contains \"%s\"", r->name, r->absent);
         }
         unload(&l);
@@ -900,7 +891,7 @@ TEST(key_paths_are_dotted)
         load(&l, rows[i].yaml);
         if (find_diag(&l.d, l.rc == ACCEL_OK ? W : E, rows[i].key, rows[i].want) == NULL &&
             find_diag(&l.d, NT, rows[i].key, rows[i].want) == NULL) {
-            dump(&l.d);
+            test_note_diags(&l.d);
             test_fail(__FILE__, __LINE__, "no finding at key %s", rows[i].key);
         }
         unload(&l);
@@ -1083,7 +1074,7 @@ TEST(resolve_dist_and_launcher)
         struct loaded l;
         load(&l, rows[i].yaml);
         if (l.rc != ACCEL_OK) {
-            dump(&l.d);
+            test_note_diags(&l.d);
             test_fail(__FILE__, __LINE__, "row %zu: %s", i, accel_errname(l.rc));
         }
         ASSERT_INT_EQ(l.cfg.dist, rows[i].dist);
@@ -1614,7 +1605,7 @@ TEST(load_from_files)
         accel_error_clear(&l.err);
         l.rc = accel_cfg_load(&l.cfg, path, NULL, &l.d, &l.err);
         if (l.rc != want) {
-            dump(&l.d);
+            test_note_diags(&l.d);
             test_fail(__FILE__, __LINE__, "%s: %s, expected %s", de->d_name, accel_errname(l.rc),
                       accel_errname(want));
         }

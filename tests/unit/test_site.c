@@ -22,15 +22,6 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-static void dump(const struct accel_diags *d)
-{
-    for (size_t i = 0; i < d->n; i++) {
-        char b[1400];
-        accel_diag_format(&d->v[i], b, sizeof(b));
-        test_note("  %s", b);
-    }
-}
-
 static void check_counts(const char *row, const struct accel_diags *d)
 {
     size_t e = 0, w = 0;
@@ -42,7 +33,7 @@ static void check_counts(const char *row, const struct accel_diags *d)
             w++;
     }
     if (e != d->errors || w != d->warnings) {
-        dump(d);
+        test_note_diags(d);
         test_fail(__FILE__, __LINE__,
                   "[%s] counts say %zu errors, %zu warnings; the list has %zu, %zu", row, d->errors,
                   d->warnings, e, w);
@@ -265,7 +256,7 @@ static void run_site_rows(void)
             ASSERT_OK(accel_version_parse(r->version, &v, NULL));
         rc = site_load(&s, r->yaml, v, &d, &err);
         if (rc != r->code) {
-            dump(&d);
+            test_note_diags(&d);
             test_fail(__FILE__, __LINE__, "[%s] %s, expected %s", r->name, accel_errname(rc),
                       accel_errname(r->code));
         }
@@ -282,13 +273,13 @@ static void run_site_rows(void)
         if (r->want != NULL) {
             const struct accel_diag *g = find_diag(&d, ACCEL_SEV_ERROR, r->key, r->want);
             if (g == NULL) {
-                dump(&d);
+                test_note_diags(&d);
                 test_fail(__FILE__, __LINE__, "[%s] no error%s%s containing \"%s\"", r->name,
                           r->key ? " at " : "", r->key ? r->key : "", r->want);
             }
             ASSERT_STR_EQ(g->file, "site.yaml");
             if (r->line != 0xffffffffu && (g->line != r->line || g->col != r->col)) {
-                dump(&d);
+                test_note_diags(&d);
                 test_fail(__FILE__, __LINE__, "[%s] error at %u:%u, expected %u:%u", r->name,
                           g->line, g->col, r->line, r->col);
             }
@@ -485,7 +476,7 @@ static void policy_load(struct policy *p, const char *site_text, const char *use
     accel_error_clear(&p->err);
     if (accel_site_load_buffer(&p->site, "site.yaml", site_text, strlen(site_text), 0, &p->d,
                                &p->err) != ACCEL_OK) {
-        dump(&p->d);
+        test_note_diags(&p->d);
         test_fail(__FILE__, __LINE__, "site: %s", p->err.msg);
     }
     opts.site = &p->site;
@@ -587,7 +578,7 @@ TEST(precedence_through_cfg)
 
         policy_load(&p, prec_site, rows[i].user);
         if (p.rc != ACCEL_OK) {
-            dump(&p.d);
+            test_note_diags(&p.d);
             test_fail(__FILE__, __LINE__, "row %zu: %s", i, accel_errname(p.rc));
         }
         arg_text(&p.cfg, rows[i].attr, got, sizeof(got));
@@ -714,7 +705,7 @@ TEST(enforce_conflicts)
 
         policy_load(&p, site, rows[i].user);
         if (p.rc != rows[i].code) {
-            dump(&p.d);
+            test_note_diags(&p.d);
             test_fail(__FILE__, __LINE__, "row %zu: %s, expected %s", i, accel_errname(p.rc),
                       accel_errname(rows[i].code));
         }
@@ -722,7 +713,7 @@ TEST(enforce_conflicts)
             const struct accel_diag *g =
                 find_diag(&p.d, ACCEL_SEV_ERROR, rows[i].key, rows[i].want);
             if (g == NULL) {
-                dump(&p.d);
+                test_note_diags(&p.d);
                 test_fail(__FILE__, __LINE__, "row %zu: no error at %s containing \"%s\"", i,
                           rows[i].key, rows[i].want);
             }
@@ -951,7 +942,7 @@ TEST(alloc_failure_torture_site)
             if (misreported++ == 0)
                 first_misreport = n;
         } else {
-            dump(&d);
+            test_note_diags(&d);
             test_fail(__FILE__, __LINE__, "allocation %lu of %lu failed: got %s (%s)", n, total,
                       accel_errname(rc), err.msg);
         }
