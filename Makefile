@@ -67,8 +67,30 @@ CONFIG_SRC := $(wildcard core/config/*.c)
 ENV_SRC    := $(wildcard core/env/*.c)
 TOPO_SRC   := $(wildcard topology/*.c)
 LIB_SRC    := $(BASE_SRC) $(CONFIG_SRC) $(ENV_SRC) $(TOPO_SRC)
-LIBS       := $(YAML_LIBS) $(if $(TOPO_SRC),$(HWLOC_LIBS) -ldl) -lm
+# What the SPANK plugin links: never the runtime below (DESIGN, Layout).
+PLUGIN_LIBS := $(YAML_LIBS) $(if $(TOPO_SRC),$(HWLOC_LIBS) -ldl) -lm
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+
+# The runtime for native trainers: bootstrap and collectives.  core/comm/nccl.c
+# builds only where the CUDA toolkit with NCCL is found (NO_CUDA=1 forces
+# that off); every other file always builds.
+CUDA_HOME  ?= /usr/local/cuda
+NCCL_SRC   := $(wildcard core/comm/nccl*.c)
+ifeq ($(NO_CUDA),1)
+HAVE_NCCL  :=
+else
+HAVE_NCCL  := $(and $(wildcard $(CUDA_HOME)/include/nccl.h),$(wildcard $(CUDA_HOME)/include/cuda_runtime.h))
+endif
+RUNTIME_SRC := $(filter-out $(NCCL_SRC),$(wildcard core/bootstrap/*.c core/comm/*.c))
+ifneq ($(HAVE_NCCL),)
+RUNTIME_SRC += $(NCCL_SRC)
+CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))
+CUDA_LIBS  := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lnccl -lcudart
+$(NCCL_SRC:%.c=$(BUILD)/obj/%.o): override CFLAGS += -isystem $(CUDA_HOME)/include
+override CFLAGS += -DACCEL_HAVE_NCCL=1
+endif
+RUNTIME_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o)
+LIBS       := $(PLUGIN_LIBS) $(CUDA_LIBS) -pthread
 
 CLI_SRC    := $(wildcard cli/*.c)
 CLI_OBJ    := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
@@ -93,12 +115,16 @@ SPANK_SO := $(BUILD)/spank/accelrun.so
 MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 SLURM_PLUGINDIR ?= /usr/lib/$(MULTIARCH)/slurm-wlm
 
-.PHONY: spank test-slurm all test unit golden fuzz-replay demo install uninstall fuzz oracle bench clean deps \
+
+.PHONY: bench-run spank test-slurm all test unit golden fuzz-replay demo install uninstall fuzz oracle bench clean deps \
         lint format-check check
 .DEFAULT_GOAL := all
 .SECONDARY:
 
 all: $(CLI) $(LIBA) $(LIBSO) spank
+ifeq ($(HAVE_NCCL),)
+	@echo "  SKIP    core/comm/nccl.c: $(if $(filter 1,$(NO_CUDA)),NO_CUDA=1,no nccl.h and cuda_runtime.h under $(CUDA_HOME)) (the socket backend is built)"
+endif
 
 ifneq ($(SPANK_H),)
 spank: $(SPANK_SO)
@@ -113,19 +139,19 @@ $(SPANK_SO): $(SPANK_OBJ) $(LIB_OBJ) spank/accelrun.lds
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -shared $(LDFLAGS) -Wl,--version-script=spank/accelrun.lds -o $@ $(SPANK_OBJ) \
-	    $(LIB_OBJ) $(LIBS)
+	    $(LIB_OBJ) $(PLUGIN_LIBS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
-$(LIBA): $(LIB_OBJ)
+$(LIBA): $(LIB_OBJ) $(RUNTIME_OBJ)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(LIBSO): $(LIB_OBJ)
+$(LIBSO): $(LIB_OBJ) $(RUNTIME_OBJ)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -shared -Wl,-soname,libaccelrun.so.0 $(LDFLAGS) -o $@ $^ $(LIBS)
@@ -178,9 +204,10 @@ fuzz-deps:
 	$(Q)sh scripts/deps.sh fuzz
 
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined $(INCLUDES) $(YAML_CFLAGS)
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIB_SRC)
+FUZZ_LIB_SRC := $(LIB_SRC) $(filter-out $(NCCL_SRC),$(RUNTIME_SRC))
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_SRC)
 	@mkdir -p $(dir $@)
-	$(Q)clang $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LIBS)
+	$(Q)clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB_SRC) $(PLUGIN_LIBS) -pthread
 
 fuzz: $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 	$(Q)for t in $(FUZZ_SRC:tests/fuzz/%.c=%); do \
@@ -202,7 +229,11 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBA)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-bench: all $(BUILD)/bench/env_build $(BUILD)/bench/topo_sim
+bench: all
+	$(Q)sh scripts/deps.sh bench
+	$(Q)$(MAKE) --no-print-directory bench-run
+
+bench-run: $(BUILD)/bench/env_build $(BUILD)/bench/topo_sim
 	$(Q)sh bench/run.sh $(CLI)
 	$(Q)sh bench/topo_sim.sh $(BUILD)/bench/topo_sim
 	$(Q)bash bench/slurm.sh $(SPANK_SO) $(CLI)
@@ -231,7 +262,7 @@ lint:
 	$(Q)sh scripts/checksrc.sh
 
 format-check:
-	$(Q)clang-format --dry-run --Werror $(LIB_SRC) $(CLI_SRC) core/include/accel/*.h
+	$(Q)clang-format --dry-run --Werror $(LIB_SRC) $(RUNTIME_SRC) $(CLI_SRC) core/include/accel/*.h
 
 clean:
 	rm -rf build build-address build-undefined build-thread

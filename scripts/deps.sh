@@ -4,22 +4,25 @@
 # Python packages system-wide: the oracle and the Python interop tests make
 # their own virtual environments (scripts/oracle.sh).
 #
-# usage: scripts/deps.sh [build|test|fuzz|oracle|all]   (default: test)
+# usage: scripts/deps.sh [build|test|fuzz|oracle|bench|all]   (default: test)
 #   build, test: compile and run `make test`
 #   fuzz:        clang and its libFuzzer runtime for `make fuzz`
 #   oracle:      python3-venv for `make oracle` (which then uses PyPI)
+#   bench:       the peers of `make bench`: Open MPI, PyTorch (TCPStore)
 set -eu
 
 build_pkgs="make gcc pkg-config libyaml-dev libcjson-dev libhwloc-dev"
 fuzz_pkgs="clang libclang-rt-14-dev"
 oracle_pkgs="python3 python3-venv python3-pip"
+bench_pkgs="openmpi-bin libopenmpi-dev python3-torch"
 
 case "${1:-test}" in
     build|test) want="$build_pkgs" ;;
     fuzz) want="$build_pkgs $fuzz_pkgs" ;;
     oracle) want="$oracle_pkgs" ;;
-    all) want="$build_pkgs $fuzz_pkgs $oracle_pkgs" ;;
-    *) echo "usage: $0 [build|test|fuzz|oracle|all]" >&2; exit 2 ;;
+    bench) want="$build_pkgs $bench_pkgs" ;;
+    all) want="$build_pkgs $fuzz_pkgs $oracle_pkgs $bench_pkgs" ;;
+    *) echo "usage: $0 [build|test|fuzz|oracle|bench|all]" >&2; exit 2 ;;
 esac
 
 missing=""

@@ -28,7 +28,10 @@
     X(ACCEL_ENOTFOUND, 8, "not found")                                                             \
     X(ACCEL_EPERM, 9, "permission denied")                                                         \
     X(ACCEL_EUNSUPPORTED, 10, "not supported by accelrun")                                         \
-    X(ACCEL_ELAYOUT, 11, "job layout does not fit the config")
+    X(ACCEL_ELAYOUT, 11, "job layout does not fit the config")                                     \
+    X(ACCEL_ETIMEDOUT, 12, "timed out")                                                            \
+    X(ACCEL_EPEER, 13, "a peer failed or closed its connection")                                   \
+    X(ACCEL_ENONCE, 14, "refused: the peer belongs to another job")
 
 #define ACCEL_ERR_ENUM(name, value, text) name = value,
 enum accel_err { ACCEL_ERRORS(ACCEL_ERR_ENUM) ACCEL_ERR__LAST };

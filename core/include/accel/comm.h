@@ -1,0 +1,105 @@
+/*
+ * accel/comm.h: collectives over a communicator (DESIGN decision 8).
+ *
+ * Backends, one file each, chosen at init:
+ *
+ *   socket  CPU buffers; a pipelined, chunked ring over TCP.  The reduction
+ *           order is fixed by (world size, count), so a result is bit-exact
+ *           from run to run.  Always built.
+ *   nccl    CUDA device buffers on a CUDA stream; built where the CUDA toolkit
+ *           with NCCL is found (accel_comm_has_nccl tells).
+ *
+ * Every rank of the communicator calls the same operations in the same order
+ * with the same counts, types and roots (as with MPI and NCCL).  socket calls
+ * return when the operation is complete; nccl calls return once the operation
+ * is queued on the stream (accel_comm_sync waits).  Counts are elements, any
+ * value including 0; bf16 and fp16 are reduced in fp32 and rounded once to
+ * nearest even.  In place: pass the same pointer as send and recv (for
+ * all_gather and reduce_scatter, the rank's own slice of the larger buffer,
+ * as NCCL defines it).
+ *
+ * Failure: a peer that dies or closes makes every other rank's call fail with
+ * ACCEL_EPEER within the timeout, the message naming the rank that failed
+ * first where it is known ("rank 2 of 4: all_reduce: rank 3 (10.0.0.2:41234)
+ * closed its connection"); a peer that stops answering gives ACCEL_ETIMEDOUT.
+ * After an error the communicator only accepts accel_comm_free.
+ */
+#ifndef ACCEL_COMM_H
+#define ACCEL_COMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "accel/err.h"
+#include "accel/store.h"
+
+enum accel_dtype { ACCEL_F32, ACCEL_BF16, ACCEL_F16 };
+enum accel_redop { ACCEL_SUM, ACCEL_AVG };
+
+/* Bytes of one element; 0 for an unknown type. */
+size_t accel_dtype_size(enum accel_dtype t);
+/* "f32", "bf16", "f16"; "?" otherwise. */
+const char *accel_dtype_name(enum accel_dtype t);
+
+struct accel_comm;
+
+struct accel_comm_opts {
+    const char *backend;  /* "socket", "nccl", NULL or "" = nccl where built and a GPU is set, else socket */
+    double timeout_s;     /* deadline of init and of each operation; 0 = ACCELRUN_TIMEOUT or default */
+    const char *ifaddr;   /* socket: address to listen on and publish; NULL = the one that reaches MASTER_ADDR */
+    size_t chunk_bytes;   /* socket: pipeline chunk; 0 = default */
+    int cuda_device;      /* nccl: the device to use; -1 = the current one */
+    void *cuda_stream;    /* nccl: cudaStream_t to queue on; NULL = a stream of the communicator */
+};
+
+/* Creates the communicator of `world` ranks, this one being `rank`, meeting
+ * through `store` (the store stays the caller's and must outlive the
+ * communicator's init; the socket backend keeps using it to report failures).
+ * Errors: ACCEL_ETIMEDOUT, ACCEL_EPEER, ACCEL_ENONCE, ACCEL_EUNSUPPORTED (a
+ * backend not built), ACCEL_EINVAL, ACCEL_EIO, ACCEL_ENOMEM. */
+enum accel_err accel_comm_init(struct accel_comm **out, struct accel_store *store, unsigned rank,
+                               unsigned world, const struct accel_comm_opts *opts,
+                               struct accel_error *err) ACCEL_WUR;
+
+/* Splits into communicators of the ranks that pass the same `color` (ranked
+ * by `key`, then by rank), as MPI_Comm_split and ncclCommSplit do; a negative
+ * color gives *out = NULL.  Collective over `c`. */
+enum accel_err accel_comm_split(struct accel_comm *c, int color, int key, struct accel_comm **out,
+                                struct accel_error *err) ACCEL_WUR;
+
+unsigned accel_comm_rank(const struct accel_comm *c);
+unsigned accel_comm_size(const struct accel_comm *c);
+const char *accel_comm_backend(const struct accel_comm *c); /* "socket" or "nccl" */
+bool accel_comm_has_nccl(void);
+
+/* recv[i] = op over ranks of send[i], for i < count. */
+enum accel_err accel_all_reduce(struct accel_comm *c, const void *send, void *recv, size_t count,
+                                enum accel_dtype t, enum accel_redop op,
+                                struct accel_error *err) ACCEL_WUR;
+
+/* send holds size * recvcount elements; rank r receives the reduction of
+ * slice r. */
+enum accel_err accel_reduce_scatter(struct accel_comm *c, const void *send, void *recv,
+                                    size_t recvcount, enum accel_dtype t, enum accel_redop op,
+                                    struct accel_error *err) ACCEL_WUR;
+
+/* recv holds size * sendcount elements; slice r is rank r's send. */
+enum accel_err accel_all_gather(struct accel_comm *c, const void *send, void *recv,
+                                size_t sendcount, enum accel_dtype t,
+                                struct accel_error *err) ACCEL_WUR;
+
+/* recv on every rank = send of `root` (send is read on root only). */
+enum accel_err accel_broadcast(struct accel_comm *c, const void *send, void *recv, size_t count,
+                               enum accel_dtype t, unsigned root, struct accel_error *err) ACCEL_WUR;
+
+enum accel_err accel_comm_barrier(struct accel_comm *c, struct accel_error *err) ACCEL_WUR;
+
+/* nccl: waits for the operations queued so far (with the timeout; aborts the
+ * communicator on timeout or on an asynchronous NCCL error).  socket: ACCEL_OK. */
+enum accel_err accel_comm_sync(struct accel_comm *c, struct accel_error *err) ACCEL_WUR;
+
+/* Frees the communicator; after an error, aborts it first (ncclCommAbort).
+ * NULL is allowed. */
+void accel_comm_free(struct accel_comm *c);
+
+#endif
