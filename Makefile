@@ -116,7 +116,8 @@ MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 SLURM_PLUGINDIR ?= /usr/lib/$(MULTIARCH)/slurm-wlm
 
 
-.PHONY: bench-run spank test-slurm all test unit golden fuzz-replay demo install uninstall fuzz oracle bench clean deps \
+
+.PHONY: bench-bins bench-run spank test-slurm all test unit golden fuzz-replay demo install uninstall fuzz oracle bench clean deps \
         lint format-check check
 .DEFAULT_GOAL := all
 .SECONDARY:
@@ -233,10 +234,17 @@ bench: all
 	$(Q)sh scripts/deps.sh bench
 	$(Q)$(MAKE) --no-print-directory bench-run
 
-bench-run: $(BUILD)/bench/env_build $(BUILD)/bench/topo_sim
+# Each bench/*.sh names its peer and prints ratios; bench/comm.sh and
+# bench/rendezvous.sh build what they need with `make bench-bins`.
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(filter-out bench/mpi_%.c,$(wildcard bench/*.c)))
+bench-bins: $(BENCH_BINS)
+
+bench-run: bench-bins
 	$(Q)sh bench/run.sh $(CLI)
 	$(Q)sh bench/topo_sim.sh $(BUILD)/bench/topo_sim
 	$(Q)bash bench/slurm.sh $(SPANK_SO) $(CLI)
+	$(Q)if [ -f bench/comm.sh ]; then bash bench/comm.sh $(BUILD); fi
+	$(Q)if [ -f bench/rendezvous.sh ]; then bash bench/rendezvous.sh $(BUILD); fi
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/accel \
