@@ -99,6 +99,9 @@ int cli_exit_status(enum accel_err rc)
     case ACCEL_EIO:
     case ACCEL_ENOMEM:
     case ACCEL_EINVAL:
+    case ACCEL_ETIMEDOUT:
+    case ACCEL_EPEER:
+    case ACCEL_ENONCE:
         return CLI_EXIT_USAGE;
     case ACCEL_ETOOBIG:
     case ACCEL_EPARSE:

@@ -1,5 +1,6 @@
 /*
- * placement.c: GPU order within what Slurm granted (DESIGN decision 7).
+ * placement.c: where a task goes on its node (DESIGN decision 7): its GPU
+ * within what Slurm granted, the NIC nearest that GPU, the CPUs local to it.
  *
  * When every task of a node sees the same GPU list (--gres=gpu:N, no
  * per-task binding) and the list holds at least one GPU per task, the list
@@ -8,8 +9,10 @@
  * i: consecutive ranks on one NVSwitch, NVLink or PCI switch, ranks of a
  * socket together.  Ids are only reordered, never added or dropped.  With
  * per-task binding (--gpus-per-task, --gpu-bind) Slurm already placed the
- * task and nothing changes.  Any problem (no topology, fake devices, an odd
- * list) leaves Slurm's list as it is: placement never fails a job.
+ * task and its list stays.  Either way the task learns its GPU's nearest NIC
+ * (NCCL_IB_HCA or NCCL_SOCKET_IFNAME) and CPUs (binding.c).  Any problem (no
+ * topology, fake devices, an odd list) leaves Slurm's choices as they are:
+ * placement never fails a job.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,20 +80,49 @@ static bool append_id(char *out, size_t size, const char *id)
     return true;
 }
 
-bool plugin_placement_order(spank_t sp, unsigned local_count, char *out, size_t size)
+/* Local rank `local_id`'s NIC variable from the plan, as core/env spells it. */
+static void task_nic(const struct accel_node_plan *plan, unsigned idx, struct accel_rank_plan *out)
+{
+    struct accel_rank_plan *all = calloc(plan->nranks, sizeof(*all));
+    struct accel_plan exported;
+    struct accel_error err;
+
+    if (all == NULL)
+        return;
+    if (accel_node_plan_export(&plugin.topo, plan, all, plan->nranks, &exported, &err) ==
+        ACCEL_OK) {
+        memcpy(out->nccl_ib_hca, all[idx].nccl_ib_hca, sizeof(out->nccl_ib_hca));
+        memcpy(out->nccl_socket_ifname, all[idx].nccl_socket_ifname,
+               sizeof(out->nccl_socket_ifname));
+    }
+    free(all);
+}
+
+bool plugin_placement_task(spank_t sp, unsigned local_count, unsigned local_id,
+                           struct plugin_placement *out)
 {
     struct accel_plan_req req = {local_count, NULL, false, NULL, false};
     struct accel_node_plan plan = {0, false, NULL};
     struct accel_error err;
     char granted[4096], physical[4096] = "";
-    unsigned ngranted;
-    bool ok = false;
+    unsigned ngranted, idx = local_id;
+    bool shared, ok = true;
 
-    if (!plugin.topo_loaded ||
+    memset(out, 0, sizeof(*out));
+    if (!plugin.topo_loaded || local_id >= local_count ||
         spank_getenv(sp, "CUDA_VISIBLE_DEVICES", granted, sizeof(granted)) != ESPANK_SUCCESS ||
-        count_ids(granted) < local_count || local_count < 2)
+        count_ids(granted) == 0)
         return false;
     ngranted = count_ids(granted);
+    /* Every task sees the node's list (one GPU or more per task): plan all
+     * of them and take this task's place.  Fewer GPUs than tasks means Slurm
+     * bound each task to its own (--gpus-per-task, --gpu-bind): plan that
+     * task alone, for its NIC and CPUs, and keep the list. */
+    shared = ngranted >= local_count;
+    if (!shared) {
+        req.nproc = 1;
+        idx = 0;
+    }
     req.gpus = granted;
     /* With ConstrainDevices Slurm writes local indices and keeps the node-wide
      * ids in SLURM_STEP_GPUS (reference/slurm.md §2.10). */
@@ -101,19 +133,24 @@ bool plugin_placement_order(spank_t sp, unsigned local_count, char *out, size_t 
     }
     accel_error_clear(&err);
     if (accel_topo_plan(&plugin.topo, &req, &plan, &err) != ACCEL_OK) {
-        slurm_debug(PLUGIN_NAME ": Slurm's GPU order kept: %s", err.msg);
+        slurm_debug(PLUGIN_NAME ": no placement, Slurm's GPU order kept: %s", err.msg);
         return false;
     }
-    out[0] = '\0';
-    ok = true;
-    for (unsigned i = 0; ok && i < plan.nranks; i++)
-        ok = plan.ranks[i].gpu_id[0] != '\0' && append_id(out, size, plan.ranks[i].gpu_id);
-    /* then the granted GPUs no rank took, in Slurm's order */
-    for (char *save = NULL, *id = strtok_r(granted, ",", &save); ok && id;
-         id = strtok_r(NULL, ",", &save))
-        ok = append_id(out, size, id);
-    /* a permutation of what Slurm granted, or nothing */
-    ok = ok && count_ids(out) == ngranted;
+    if (shared) {
+        for (unsigned i = 0; ok && i < plan.nranks; i++)
+            ok = plan.ranks[i].gpu_id[0] != '\0' &&
+                 append_id(out->order, sizeof(out->order), plan.ranks[i].gpu_id);
+        /* then the granted GPUs no rank took, in Slurm's order */
+        for (char *save = NULL, *id = strtok_r(granted, ",", &save); ok && id;
+             id = strtok_r(NULL, ",", &save))
+            ok = append_id(out->order, sizeof(out->order), id);
+        /* a permutation of what Slurm granted, or nothing */
+        if (!ok || count_ids(out->order) != ngranted)
+            out->order[0] = '\0';
+    }
+    task_nic(&plan, idx, &out->nic);
+    if (plan.ranks[idx].cpus != NULL)
+        snprintf(out->cpus, sizeof(out->cpus), "%s", plan.ranks[idx].cpus);
     accel_node_plan_free(&plan);
-    return ok;
+    return true;
 }

@@ -66,11 +66,22 @@ enum accel_err plugin_order_load(spank_t sp, const char *nodelist, struct accel_
 enum accel_err plugin_order_rank(const char *tasks_per_node, uint32_t node_id, uint32_t *group_rank,
                                  uint32_t *first_rank, struct accel_error *err);
 
-/* placement.c: loads this node's topology (user_init, steps with GPUs only),
- * and gives the task's CUDA_VISIBLE_DEVICES in plan order (task_init);
- * false = keep Slurm's list. */
+/* placement.c: loads this node's topology (user_init, steps with GPUs only);
+ * then, in task_init, the task's place on it.  false = no plan (keep
+ * everything as Slurm set it). */
+struct plugin_placement {
+    char order[4096];           /* CUDA_VISIBLE_DEVICES in plan order; "" = keep Slurm's */
+    struct accel_rank_plan nic; /* the NIC variable (cuda_visible_devices unused) */
+    char cpus[4096];            /* CPUs local to the task's GPU as a list; "" = unknown */
+};
 void plugin_placement_load(spank_t sp);
-bool plugin_placement_order(spank_t sp, unsigned local_count, char *out, size_t size);
+bool plugin_placement_task(spank_t sp, unsigned local_count, unsigned local_id,
+                           struct plugin_placement *out);
+
+/* binding.c: binds the calling task to `cpus` (a list) where Slurm left
+ * every task of the node on the same CPUs and the user did not say
+ * --cpu-bind=none; never widens, never fails the task. */
+void plugin_bind_cpus(spank_t sp, const char *cpus, uint32_t rank);
 
 /* options.c */
 int plugin_options_register(spank_t sp);

@@ -234,6 +234,21 @@ static bool device_var(const char *name)
     return false;
 }
 
+/* A NIC variable the plan gives, unless the site's env sets it for every
+ * task: a user's own value is kept, as NCCL's documentation tells users to
+ * set them. */
+static bool plan_nic_var(const char *name)
+{
+    size_t n = strlen(name);
+
+    if (strcmp(name, "NCCL_IB_HCA") != 0 && strcmp(name, "NCCL_SOCKET_IFNAME") != 0)
+        return false;
+    for (size_t i = 0; i < plugin.site.nenv; i++)
+        if (strncmp(plugin.site.env[i], name, n) == 0 && plugin.site.env[i][n] == '=')
+            return false;
+    return true;
+}
+
 /* Prints a user error once per step: from global rank 0. */
 static int fail_task(uint32_t rank, const char *text)
 {
@@ -258,6 +273,10 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     uint32_t rank = 0, world = 0, local_count = 0, node_id = 0, nnodes = 0, cpus = 0;
     int local_id = 0;
     char probe[16];
+    struct plugin_placement place;
+    struct accel_rank_plan *ranks = NULL;
+    struct accel_plan plan = {0, NULL};
+    bool placed = false;
     int rc = -1;
 
     (void)ac;
@@ -310,6 +329,18 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     lay.cpus_per_proc = cpus;
     eopts.site = plugin.args.site[0] ? &plugin.site : NULL;
     eopts.job_wins = plugin.site.slurm_wins;
+    /* The task's place on the node (placement.c): its NIC goes through
+     * core/env as the plan of this local rank. */
+    placed = plugin_placement_task(sp, local_count, (unsigned)local_id, &place);
+    if (placed && plugin.site.nic_binding && local_count <= ACCEL_TOPO_MAX_RANKS) {
+        ranks = calloc(local_count, sizeof(*ranks));
+        if (ranks != NULL) {
+            ranks[local_id] = place.nic;
+            plan.nranks = local_count;
+            plan.ranks = ranks;
+            eopts.plan = &plan;
+        }
+    }
     if (rank == 0)
         warn_once(world, nnodes, eopts.job_wins);
     accel_error_clear(&err);
@@ -324,7 +355,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         *eq = '\0';
         /* accelerate keeps an OMP_NUM_THREADS the user exported; Slurm's GPU
          * binding is never replaced */
-        if (strcmp(kv, "OMP_NUM_THREADS") == 0 || device_var(kv))
+        if (strcmp(kv, "OMP_NUM_THREADS") == 0 || device_var(kv) || plan_nic_var(kv))
             overwrite = spank_getenv(sp, kv, probe, sizeof(probe)) == ESPANK_ENV_NOEXIST;
         if (!overwrite && device_var(kv) && rank == 0)
             slurm_spank_log(PLUGIN_NAME ": note: %s: gpu_ids is not used here; the step's GPU "
@@ -340,13 +371,15 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     /* Slurm numbers GPUs in PCI bus order; make CUDA agree.  Then Slurm's
      * list in topology order (placement.c), when every task shares it. */
     if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", probe, sizeof(probe)) != ESPANK_ENV_NOEXIST) {
-        char order[4096];
         spank_setenv(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
-        if (plugin_placement_order(sp, local_count, order, sizeof(order)))
-            spank_setenv(sp, "CUDA_VISIBLE_DEVICES", order, 1);
+        if (placed && place.order[0] != '\0')
+            spank_setenv(sp, "CUDA_VISIBLE_DEVICES", place.order, 1);
     }
+    if (placed && plugin.site.cpu_binding)
+        plugin_bind_cpus(sp, place.cpus, rank);
     rc = 0;
 out:
+    free(ranks);
     accel_env_free(&env);
     return rc;
 }

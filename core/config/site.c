@@ -19,6 +19,8 @@ void accel_site_init(struct accel_site *site)
     memset(site, 0, sizeof(*site));
     site->port_base = ACCEL_PORT_BASE_DEFAULT;
     site->port_range = ACCEL_PORT_RANGE_DEFAULT;
+    site->nic_binding = true;
+    site->cpu_binding = true;
 }
 
 void accel_site_free(struct accel_site *site)
@@ -110,11 +112,27 @@ static void read_port(const struct accel_pair *p, long lo, long hi, unsigned *ou
     *out = (unsigned)p->val.u.i;
 }
 
+/* A switch spelled as one of two words: *out = (value == on). */
+static void read_choice(const struct accel_pair *p, const char *on, const char *off, bool *out,
+                        struct accel_diags *d)
+{
+    char path[64];
+
+    snprintf(path, sizeof(path), "accelrun.%s", p->key);
+    if (p->val.type == ACCEL_V_STR && strcmp(p->val.u.s, on) == 0)
+        *out = true;
+    else if (p->val.type == ACCEL_V_STR && strcmp(p->val.u.s, off) == 0)
+        *out = false;
+    else
+        accel_diag_add(d, ACCEL_SEV_ERROR, &p->val.mark, path, "expected %s or %s", on, off);
+}
+
 static void read_accelrun(struct accel_site *site, const struct accel_val *a, struct accel_diags *d)
 {
     if (a->type != ACCEL_V_MAP) {
         accel_diag_add(d, ACCEL_SEV_ERROR, &a->mark, "accelrun",
-                       "expected a mapping (port_base, port_range, slurm_wins, env)");
+                       "expected a mapping (port_base, port_range, slurm_wins, nic_binding, "
+                       "cpu_binding, env)");
         return;
     }
     for (size_t i = 0; i < a->u.map.n; i++) {
@@ -128,6 +146,10 @@ static void read_accelrun(struct accel_site *site, const struct accel_val *a, st
         else if (strcmp(p->key, "slurm_wins") == 0)
             accel_diag_add(d, ACCEL_SEV_ERROR, &p->val.mark, "accelrun.slurm_wins",
                            "expected true or false");
+        else if (strcmp(p->key, "nic_binding") == 0)
+            read_choice(p, "rank", "none", &site->nic_binding, d);
+        else if (strcmp(p->key, "cpu_binding") == 0)
+            read_choice(p, "auto", "none", &site->cpu_binding, d);
         else if (strcmp(p->key, "env") == 0)
             read_env(site, &p->val, d);
         else {
@@ -135,7 +157,7 @@ static void read_accelrun(struct accel_site *site, const struct accel_val *a, st
             snprintf(path, sizeof(path), "accelrun.%s", p->key);
             accel_diag_add(d, ACCEL_SEV_ERROR, &p->mark, path,
                            "unknown key in the accelrun section; known: port_base, port_range, "
-                           "slurm_wins, env");
+                           "slurm_wins, nic_binding, cpu_binding, env");
         }
     }
     if ((unsigned long)site->port_base + site->port_range > 65536ul)

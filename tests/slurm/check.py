@@ -167,10 +167,31 @@ def cmd_vars(a):
         for k in a.unset or []:
             if k in e:
                 bad("%s: %s=%r is set, want it unset" % (tag(e), k, e[k]))
+        if a.cpus is not None and e.get("__cpus__") != a.cpus:
+            bad("%s: runs on CPUs %r, want %r" % (tag(e), e.get("__cpus__"), a.cpus))
         for p in a.unset_prefix or []:
             for k in sorted(e):
                 if k.startswith(p):
                     bad("%s: %s=%r is set, want no %s* variable" % (tag(e), k, e[k], p))
+
+
+def cmd_nic(a):
+    """Each task's NCCL_IB_HCA is the HCA of the GPU it uses: entry
+    LOCAL_RANK mod n of its CUDA_VISIBLE_DEVICES, as accelerate picks it."""
+    tasks = load(a.dir)
+    if not want_tasks(tasks, a.tasks, a.dir):
+        return
+    hca = dict(kv.split("=", 1) for kv in a.map.split(","))
+    seen = []
+    for e in tasks:
+        gpus = e.get("CUDA_VISIBLE_DEVICES", "").split(",")
+        gpu = gpus[int(e.get("LOCAL_RANK", 0)) % len(gpus)]
+        want = "=" + hca.get(gpu, "?")
+        if e.get("NCCL_IB_HCA") != want:
+            bad("%s: GPU %s, NCCL_IB_HCA=%r, want %r" % (tag(e), gpu, e.get("NCCL_IB_HCA"), want))
+        seen.append("%s:%s" % (gpu, e.get("NCCL_IB_HCA")))
+    if not problems:
+        print("# GPU:NCCL_IB_HCA per task: %s" % " ".join(sorted(seen)))
 
 
 def cmd_layout(a):
@@ -332,13 +353,20 @@ def main():
     p.add_argument("--eq", action="append")
     p.add_argument("--unset", action="append")
     p.add_argument("--unset-prefix", action="append")
+    p.add_argument("--cpus", help="the CPU list every task may run on, e.g. 0")
     p.set_defaults(fn=cmd_vars)
+    p = sub.add_parser("nic")
+    p.add_argument("dir")
+    p.add_argument("--tasks", type=int, required=True)
+    p.add_argument("--map", required=True, help="GPU id=HCA pairs, e.g. 0=mlx5_0,2=mlx5_1")
+    p.set_defaults(fn=cmd_nic)
     p = sub.add_parser("untouched")
     p.add_argument("dir")
     p.add_argument("--tasks", type=int, required=True)
     p.set_defaults(fn=lambda a: cmd_vars(argparse.Namespace(dir=a.dir, tasks=a.tasks, eq=None,
                                                             unset=CONTRACT_NAMES,
-                                                            unset_prefix=CONTRACT_PREFIXES)))
+                                                            unset_prefix=CONTRACT_PREFIXES,
+                                                            cpus=None)))
     p = sub.add_parser("layout")
     p.add_argument("dir")
     p.add_argument("--world", type=int, required=True)

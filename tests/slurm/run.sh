@@ -583,6 +583,54 @@ else
             perm "$W/t" --tasks 4 --want 0,2,1,3
 fi
 
+# u. NIC and CPUs from a topology (tests/topo/two-socket.xml: CPU 0 and CPU 1
+# on two sockets, GPUs 0,1 and HCA mlx5_0 behind socket 0's PCI switch, GPUs
+# 2,3 and mlx5_1 behind socket 1's).  Each task's NCCL_IB_HCA is the HCA of
+# the GPU it uses; a task Slurm left on both CPUs (one task per node of an
+# exclusive allocation) is bound to its GPU's CPU; Slurm's own binding, a
+# user's NCCL_IB_HCA and the site's nic_binding/cpu_binding: none win.
+U_MAP=0=mlx5_0,1=mlx5_0,2=mlx5_1,3=mlx5_1
+install -m 644 "$ROOT/tests/topo/two-socket.xml" "$W/two-socket.xml"
+out=$("$LAB" plugstack topology_xml="$W/two-socket.xml" $BASE_ARGS 2>&1)
+if [ $? -ne 0 ]; then
+    bad "u: plugstack topology_xml=two-socket.xml installed" "$out"
+else
+    mkout u1 u2 u3 u4 u5 u6
+    A "$W" 60 srun -N2 -n4 --gres=gpu:4 --accel-config=cfg-t.yaml $DUMP "$W/u1"
+    ran "u1: srun -N2 -n4 --gres=gpu:4 with topology_xml=two-socket.xml" &&
+        check "u1: shared GPU list: every task's NCCL_IB_HCA is its GPU's HCA (ranks 0,1 of a node on socket 0: =mlx5_0)" \
+            nic "$W/u1" --tasks 4 --map $U_MAP
+    A "$W" 60 srun -N2 -n4 --gpus-per-task=1 --accel-config=cfg-t.yaml $DUMP "$W/u2"
+    ran "u2: srun -N2 -n4 --gpus-per-task=1" &&
+        check "u2: per-task GPUs: NCCL_IB_HCA follows each task's own GPU" \
+            nic "$W/u2" --tasks 4 --map $U_MAP
+    A "$W" 60 salloc -Q -N2 --exclusive srun --ntasks-per-node=1 --gres=gpu:4 \
+        --accel-config=cfg-t.yaml $DUMP "$W/u3"
+    ran "u3: one task per node of an exclusive allocation (Slurm leaves it on CPUs 0-1)" &&
+        check "u3: the task is bound to its GPU's CPU 0 and uses mlx5_0" \
+            vars "$W/u3" --tasks 2 --cpus 0 --eq NCCL_IB_HCA==mlx5_0
+    A "$W" 60 salloc -Q -N2 --exclusive srun --ntasks-per-node=1 --gres=gpu:4 $DUMP "$W/u4"
+    ran "u4: the same without --accel-config" &&
+        check "u4: without the plugin the task runs on CPUs 0-1 (u3's binding is the plugin's)" \
+            vars "$W/u4" --tasks 2 --cpus 0-1 --unset NCCL_IB_HCA
+    A "$W" 60 srun -N2 -n4 --gres=gpu:4 --export=ALL,NCCL_IB_HCA=mlx5_7 --accel-config=cfg-t.yaml \
+        $DUMP "$W/u5"
+    ran "u5: srun with the user's own NCCL_IB_HCA" &&
+        check "u5: the user's NCCL_IB_HCA=mlx5_7 is kept" vars "$W/u5" --tasks 4 --eq NCCL_IB_HCA=mlx5_7
+    printf 'accelrun:\n  nic_binding: none\n  cpu_binding: none\n' >"$W/site-nobind.yaml"
+    out=$("$LAB" site "$W/site-nobind.yaml" 2>&1 &&
+        "$LAB" plugstack site=/etc/accelrun/site.yaml topology_xml="$W/two-socket.xml" $BASE_ARGS 2>&1)
+    if [ $? -ne 0 ]; then
+        bad "u6: site file with nic_binding/cpu_binding: none installed" "$out"
+    else
+        A "$W" 60 salloc -Q -N2 --exclusive srun --ntasks-per-node=1 --gres=gpu:4 \
+            --accel-config=cfg-t.yaml $DUMP "$W/u6"
+        ran "u6: site nic_binding: none, cpu_binding: none" &&
+            check "u6: no NCCL_IB_HCA, CPUs 0-1 left as Slurm set them" \
+                vars "$W/u6" --tasks 2 --cpus 0-1 --unset NCCL_IB_HCA
+    fi
+fi
+
 # n. a bad plugstack argument breaks only the jobs that use --accel-config
 out=$("$LAB" plugstack port_base=abc $BASE_ARGS 2>&1)
 if [ $? -ne 0 ]; then

@@ -89,13 +89,15 @@ static const char full_site[] = "defaults:\n"                      /* 1 */
                                 "  port_base: 30000\n"             /* 14 */
                                 "  port_range: 500\n"              /* 15 */
                                 "  slurm_wins: true\n"             /* 16 */
-                                "  env:\n"                         /* 17 */
-                                "    NCCL_DEBUG: INFO\n"           /* 18 */
-                                "    NCCL_IB_DISABLE: true\n"      /* 19 */
-                                "    NCCL_P2P_DISABLE: off\n"      /* 20 */
-                                "    NCCL_BUFFSIZE: 4194304\n"     /* 21 */
-                                "    NCCL_IB_TIMEOUT: '22'\n"      /* 22 */
-                                "    NCCL_SOCKET_NTHREADS: 0.5\n"; /* 23 */
+                                "  nic_binding: none\n"            /* 17 */
+                                "  cpu_binding: none\n"            /* 18 */
+                                "  env:\n"                         /* 19 */
+                                "    NCCL_DEBUG: INFO\n"           /* 20 */
+                                "    NCCL_IB_DISABLE: true\n"      /* 21 */
+                                "    NCCL_P2P_DISABLE: off\n"      /* 22 */
+                                "    NCCL_BUFFSIZE: 4194304\n"     /* 23 */
+                                "    NCCL_IB_TIMEOUT: '22'\n"      /* 24 */
+                                "    NCCL_SOCKET_NTHREADS: 0.5\n"; /* 25 */
 
 TEST(site_full)
 {
@@ -114,6 +116,8 @@ TEST(site_full)
     ASSERT_INT_EQ(s.port_base, 30000);
     ASSERT_INT_EQ(s.port_range, 500);
     ASSERT(s.slurm_wins);
+    ASSERT(!s.nic_binding);
+    ASSERT(!s.cpu_binding);
     ASSERT_INT_EQ(s.nenv, 6);
     /* In file order; NCCL reads 0/1, not Python's True/False. */
     ASSERT_STR_EQ(s.env[0], "NCCL_DEBUG=INFO");
@@ -141,6 +145,8 @@ TEST(site_init_defaults)
     ASSERT_INT_EQ(s.port_base, 29500);
     ASSERT_INT_EQ(s.port_range, 1000);
     ASSERT(!s.slurm_wins);
+    ASSERT(s.nic_binding);
+    ASSERT(s.cpu_binding);
     ASSERT(s.defaults == NULL && s.enforce == NULL);
     ASSERT_INT_EQ(s.nenv, 0);
     accel_site_free(&s);
@@ -190,9 +196,17 @@ static const struct site_row site_rows[] = {
     {"version gate in defaults at 1.10", "defaults:\n  parallelism_config: {}\n", ACCEL_OK, NULL,
      NULL, 0, 0, "1.10"},
     {"accelrun not a mapping", "accelrun: 3\n", ACCEL_ECONFIG, "accelrun",
-     "expected a mapping (port_base, port_range, slurm_wins, env)", 1, 11},
+     "expected a mapping (port_base, port_range, slurm_wins, nic_binding, cpu_binding, env)", 1,
+     11},
     {"unknown accelrun key", "accelrun:\n  port_bas: 30000\n", ACCEL_ECONFIG, NULL,
-     "unknown key in the accelrun section; known: port_base, port_range, slurm_wins, env", 2, 3},
+     "unknown key in the accelrun section; known: port_base, port_range, slurm_wins, nic_binding, "
+     "cpu_binding, env",
+     2, 3},
+    {"nic_binding none", "accelrun:\n  nic_binding: none\n", ACCEL_OK},
+    {"nic_binding a bool", "accelrun:\n  nic_binding: false\n", ACCEL_ECONFIG,
+     "accelrun.nic_binding", "expected rank or none", 2, 16},
+    {"cpu_binding wrong word", "accelrun:\n  cpu_binding: cores\n", ACCEL_ECONFIG,
+     "accelrun.cpu_binding", "expected auto or none", 2, 16},
     {"slurm_wins not a bool", "accelrun:\n  slurm_wins: 'yes'\n", ACCEL_ECONFIG,
      "accelrun.slurm_wins", "expected true or false", 2, 15},
     {"port_base 1023", "accelrun:\n  port_base: 1023\n", ACCEL_ECONFIG, "accelrun.port_base",

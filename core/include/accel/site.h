@@ -8,6 +8,10 @@
  *     port_range: 1000
  *     slurm_wins: false       a num_processes/num_machines mismatch with the
  *                             Slurm step is a warning (true) or an error (false)
+ *     nic_binding: rank       each rank's NCCL_IB_HCA / NCCL_SOCKET_IFNAME is its
+ *                             GPU's nearest NIC (rank), or NCCL chooses (none)
+ *     cpu_binding: auto       a task Slurm left on all of the node's CPUs is bound
+ *                             to its GPU's CPUs (auto), or left alone (none)
  *     env:                    extra variables for every task, NCCL_* only
  *       NCCL_IB_HCA: mlx5
  *
@@ -32,6 +36,8 @@ struct accel_site {
     unsigned port_base;
     unsigned port_range;
     bool slurm_wins;
+    bool nic_binding; /* nic_binding: rank (true, the default) or none */
+    bool cpu_binding; /* cpu_binding: auto (true, the default) or none */
     size_t nenv;
     char *env[ACCEL_MAX_SITE_ENV]; /* "NAME=VALUE", owned */
 };

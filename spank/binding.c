@@ -1,0 +1,97 @@
+/*
+ * binding.c: CPU binding where Slurm has not bound (DESIGN decision 7).
+ *
+ * With task/affinity Slurm binds a task by itself only when the step's CPUs
+ * match its tasks (auto binding), or when the user asks (--cpu-bind).  The
+ * common GPU case, 8 tasks on a whole 112-core node, gets every task on all
+ * 112 CPUs: data loaders and NCCL's proxy threads then wander across sockets.
+ * Here such a task is bound to the CPUs local to its GPU, within what it may
+ * use already.  Slurm's own choices win: a task bound apart from the others
+ * (SLURM_CPU_BIND_LIST with different masks) or a user's --cpu-bind=none is
+ * left alone.  slurm_spank_task_init runs in the task's process just before
+ * exec, as the job user, so sched_setaffinity(0) binds exactly that task.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugin.h"
+
+/* Parses a CPU list ("0-13,112-125") into *set; false on anything else or a
+ * CPU beyond CPU_SETSIZE. */
+static bool parse_cpulist(const char *list, cpu_set_t *set)
+{
+    CPU_ZERO(set);
+    for (const char *p = list; *p != '\0';) {
+        char *end;
+        unsigned long lo = strtoul(p, &end, 10), hi = lo;
+        if (end == p)
+            return false;
+        if (*end == '-') {
+            p = end + 1;
+            hi = strtoul(p, &end, 10);
+            if (end == p || hi < lo)
+                return false;
+        }
+        if (hi >= CPU_SETSIZE)
+            return false;
+        for (unsigned long c = lo; c <= hi; c++)
+            CPU_SET(c, set);
+        if (*end == ',')
+            end++;
+        else if (*end != '\0')
+            return false;
+        p = end;
+    }
+    return CPU_COUNT(set) > 0;
+}
+
+/* True when Slurm put every task of the node on the same CPUs and the user
+ * did not ask for a binding of their own. */
+static bool slurm_left_unbound(spank_t sp)
+{
+    char type[256], list[4096];
+    const char *first, *comma;
+    size_t n;
+
+    if (spank_getenv(sp, "SLURM_CPU_BIND_TYPE", type, sizeof(type)) != ESPANK_SUCCESS)
+        return true; /* no task/affinity: nobody bound anything */
+    if (strstr(type, "none") != NULL)
+        return false; /* --cpu-bind=none: the user's word */
+    if (spank_getenv(sp, "SLURM_CPU_BIND_LIST", list, sizeof(list)) != ESPANK_SUCCESS ||
+        list[0] == '\0')
+        return true;
+    /* one mask per local task: all equal = not bound apart */
+    first = list;
+    comma = strchr(first, ',');
+    n = comma ? (size_t)(comma - first) : strlen(first);
+    for (const char *p = list; *p != '\0';) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len != n || strncmp(p, first, n) != 0)
+            return false;
+        p += len + (end != NULL);
+    }
+    return true;
+}
+
+void plugin_bind_cpus(spank_t sp, const char *cpus, uint32_t rank)
+{
+    cpu_set_t want, now, target;
+
+    if (cpus == NULL || cpus[0] == '\0' || !slurm_left_unbound(sp))
+        return;
+    if (!parse_cpulist(cpus, &want) || sched_getaffinity(0, sizeof(now), &now) != 0)
+        return;
+    CPU_AND(&target, &want, &now);
+    if (CPU_COUNT(&target) == 0) {
+        slurm_debug(PLUGIN_NAME ": rank %u: CPUs %s are outside the task's; not bound", rank, cpus);
+        return;
+    }
+    if (CPU_EQUAL(&target, &now))
+        return;
+    if (sched_setaffinity(0, sizeof(target), &target) != 0)
+        slurm_debug(PLUGIN_NAME ": rank %u: sched_setaffinity: %s", rank, strerror(errno));
+}
