@@ -18,6 +18,7 @@
 int cli_check(int argc, char **argv);
 int cli_env(int argc, char **argv);
 int cli_topo(int argc, char **argv);
+int cli_launch(int argc, char **argv);
 
 /* Prints findings as "file:line:col: severity: key: message" lines. */
 void cli_print_diags(const struct accel_diags *d, FILE *out);
@@ -57,5 +58,6 @@ void cli_print_summary(const char *file, const struct accel_diags *d, FILE *out)
 extern const char cli_check_usage[];
 extern const char cli_env_usage[];
 extern const char cli_topo_usage[];
+extern const char cli_launch_usage[];
 
 #endif

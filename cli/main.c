@@ -19,6 +19,8 @@ static const char usage[] =
     "  check FILE   validate a config: schema of a given accelerate version, types,\n"
     "               cross-field rules, site policy, cluster fit; all findings at once\n"
     "  env FILE     print the environment of one process (or of one node) for a layout\n"
+    "  launch       start this node's processes of a job, each with its environment\n"
+    "               and place (GPU, NIC, CPUs); rank-prefixed output, failure handling\n"
     "  topo         show the placement of a node's ranks (GPU, NUMA, CPUs, NIC) and the\n"
     "               switch order of a job's nodes\n"
     "  help         this text; `accelrun COMMAND --help` for a command\n"
@@ -26,6 +28,7 @@ static const char usage[] =
     "\n"
     "Exit status: 0 success, 1 the config has errors, 2 usage or file problems.\n"
     "Docs: docs/accelrun-check.md, docs/accelrun-env.md, docs/accelrun-topo.md,\n"
+    "      docs/accelrun-launch.md,\n"
     "      docs/spank-plugin.md, docs/config-site.md, docs/differences.md\n";
 
 static void log_stderr(void *ctx, enum accel_log_level level, const char *line)
@@ -49,6 +52,8 @@ int main(int argc, char **argv)
         return cli_check(argc - 1, argv + 1);
     if (strcmp(cmd, "env") == 0)
         return cli_env(argc - 1, argv + 1);
+    if (strcmp(cmd, "launch") == 0)
+        return cli_launch(argc - 1, argv + 1);
     if (strcmp(cmd, "topo") == 0)
         return cli_topo(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {

@@ -11,42 +11,9 @@
  * left alone.  slurm_spank_task_init runs in the task's process just before
  * exec, as the job user, so sched_setaffinity(0) binds exactly that task.
  */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <sched.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "plugin.h"
-
-/* Parses a CPU list ("0-13,112-125") into *set; false on anything else or a
- * CPU beyond CPU_SETSIZE. */
-static bool parse_cpulist(const char *list, cpu_set_t *set)
-{
-    CPU_ZERO(set);
-    for (const char *p = list; *p != '\0';) {
-        char *end;
-        unsigned long lo = strtoul(p, &end, 10), hi = lo;
-        if (end == p)
-            return false;
-        if (*end == '-') {
-            p = end + 1;
-            hi = strtoul(p, &end, 10);
-            if (end == p || hi < lo)
-                return false;
-        }
-        if (hi >= CPU_SETSIZE)
-            return false;
-        for (unsigned long c = lo; c <= hi; c++)
-            CPU_SET(c, set);
-        if (*end == ',')
-            end++;
-        else if (*end != '\0')
-            return false;
-        p = end;
-    }
-    return CPU_COUNT(set) > 0;
-}
 
 /* True when Slurm put every task of the node on the same CPUs and the user
  * did not ask for a binding of their own. */
@@ -79,19 +46,11 @@ static bool slurm_left_unbound(spank_t sp)
 
 void plugin_bind_cpus(spank_t sp, const char *cpus, uint32_t rank)
 {
-    cpu_set_t want, now, target;
+    struct accel_error err;
 
     if (cpus == NULL || cpus[0] == '\0' || !slurm_left_unbound(sp))
         return;
-    if (!parse_cpulist(cpus, &want) || sched_getaffinity(0, sizeof(now), &now) != 0)
-        return;
-    CPU_AND(&target, &want, &now);
-    if (CPU_COUNT(&target) == 0) {
-        slurm_debug(PLUGIN_NAME ": rank %u: CPUs %s are outside the task's; not bound", rank, cpus);
-        return;
-    }
-    if (CPU_EQUAL(&target, &now))
-        return;
-    if (sched_setaffinity(0, sizeof(target), &target) != 0)
-        slurm_debug(PLUGIN_NAME ": rank %u: sched_setaffinity: %s", rank, strerror(errno));
+    accel_error_clear(&err);
+    if (accel_topo_bind_cpus(cpus, &err) != ACCEL_OK)
+        slurm_debug(PLUGIN_NAME ": rank %u: not bound: %s", rank, err.msg);
 }

@@ -50,54 +50,6 @@ static unsigned count_ids(const char *list)
     return n;
 }
 
-/* True when the comma list `list` holds `id`. */
-static bool has_id(const char *list, const char *id)
-{
-    size_t n = strlen(id);
-
-    for (const char *p = list; *p != '\0';) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len == n && strncmp(p, id, n) == 0)
-            return true;
-        p += len + (end != NULL);
-    }
-    return false;
-}
-
-/* Appends `id` to `out` unless it is there already; false when it does not fit. */
-static bool append_id(char *out, size_t size, const char *id)
-{
-    size_t used = strlen(out), n = strlen(id);
-
-    if (has_id(out, id))
-        return true;
-    if (used + n + 2 > size)
-        return false;
-    if (used > 0)
-        out[used++] = ',';
-    memcpy(out + used, id, n + 1);
-    return true;
-}
-
-/* Local rank `local_id`'s NIC variable from the plan, as core/env spells it. */
-static void task_nic(const struct accel_node_plan *plan, unsigned idx, struct accel_rank_plan *out)
-{
-    struct accel_rank_plan *all = calloc(plan->nranks, sizeof(*all));
-    struct accel_plan exported;
-    struct accel_error err;
-
-    if (all == NULL)
-        return;
-    if (accel_node_plan_export(&plugin.topo, plan, all, plan->nranks, &exported, &err) ==
-        ACCEL_OK) {
-        memcpy(out->nccl_ib_hca, all[idx].nccl_ib_hca, sizeof(out->nccl_ib_hca));
-        memcpy(out->nccl_socket_ifname, all[idx].nccl_socket_ifname,
-               sizeof(out->nccl_socket_ifname));
-    }
-    free(all);
-}
-
 bool plugin_placement_task(spank_t sp, unsigned local_count, unsigned local_id,
                            struct plugin_placement *out)
 {
@@ -105,8 +57,10 @@ bool plugin_placement_task(spank_t sp, unsigned local_count, unsigned local_id,
     struct accel_node_plan plan = {0, false, NULL};
     struct accel_error err;
     char granted[4096], physical[4096] = "";
+    struct accel_rank_plan *ranks;
+    struct accel_plan exported;
     unsigned ngranted, idx = local_id;
-    bool shared, ok = true;
+    bool shared;
 
     memset(out, 0, sizeof(*out));
     if (!plugin.topo_loaded || local_id >= local_count ||
@@ -136,19 +90,19 @@ bool plugin_placement_task(spank_t sp, unsigned local_count, unsigned local_id,
         slurm_debug(PLUGIN_NAME ": no placement, Slurm's GPU order kept: %s", err.msg);
         return false;
     }
-    if (shared) {
-        for (unsigned i = 0; ok && i < plan.nranks; i++)
-            ok = plan.ranks[i].gpu_id[0] != '\0' &&
-                 append_id(out->order, sizeof(out->order), plan.ranks[i].gpu_id);
-        /* then the granted GPUs no rank took, in Slurm's order */
-        for (char *save = NULL, *id = strtok_r(granted, ",", &save); ok && id;
-             id = strtok_r(NULL, ",", &save))
-            ok = append_id(out->order, sizeof(out->order), id);
-        /* a permutation of what Slurm granted, or nothing */
-        if (!ok || count_ids(out->order) != ngranted)
-            out->order[0] = '\0';
+    /* the list in plan order (shared lists only), and the rank's NIC */
+    ranks = calloc(plan.nranks, sizeof(*ranks));
+    if (ranks != NULL && accel_node_plan_export(&plugin.topo, &plan, granted, ranks, plan.nranks,
+                                                &exported, &err) == ACCEL_OK) {
+        if (shared)
+            memcpy(out->order, ranks[idx].cuda_visible_devices,
+                   sizeof(ranks[idx].cuda_visible_devices));
+        out->nic = ranks[idx];
+        out->nic.cuda_visible_devices[0] = '\0';
+    } else {
+        slurm_debug(PLUGIN_NAME ": no NIC or GPU order: %s", ranks ? err.msg : "out of memory");
     }
-    task_nic(&plan, idx, &out->nic);
+    free(ranks);
     if (plan.ranks[idx].cpus != NULL)
         snprintf(out->cpus, sizeof(out->cpus), "%s", plan.ranks[idx].cpus);
     accel_node_plan_free(&plan);

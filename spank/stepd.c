@@ -234,21 +234,6 @@ static bool device_var(const char *name)
     return false;
 }
 
-/* A NIC variable the plan gives, unless the site's env sets it for every
- * task: a user's own value is kept, as NCCL's documentation tells users to
- * set them. */
-static bool plan_nic_var(const char *name)
-{
-    size_t n = strlen(name);
-
-    if (strcmp(name, "NCCL_IB_HCA") != 0 && strcmp(name, "NCCL_SOCKET_IFNAME") != 0)
-        return false;
-    for (size_t i = 0; i < plugin.site.nenv; i++)
-        if (strncmp(plugin.site.env[i], name, n) == 0 && plugin.site.env[i][n] == '=')
-            return false;
-    return true;
-}
-
 /* Prints a user error once per step: from global rank 0. */
 static int fail_task(uint32_t rank, const char *text)
 {
@@ -355,7 +340,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         *eq = '\0';
         /* accelerate keeps an OMP_NUM_THREADS the user exported; Slurm's GPU
          * binding is never replaced */
-        if (strcmp(kv, "OMP_NUM_THREADS") == 0 || device_var(kv) || plan_nic_var(kv))
+        if (accel_env_user_wins(kv, &plugin.site) || device_var(kv))
             overwrite = spank_getenv(sp, kv, probe, sizeof(probe)) == ESPANK_ENV_NOEXIST;
         if (!overwrite && device_var(kv) && rank == 0)
             slurm_spank_log(PLUGIN_NAME ": note: %s: gpu_ids is not used here; the step's GPU "

@@ -197,3 +197,17 @@ enum accel_err accel_env_build(const struct accel_cfg *cfg, const struct accel_l
     }
     return ACCEL_OK;
 }
+
+bool accel_env_user_wins(const char *name, const struct accel_site *site)
+{
+    size_t n = strlen(name);
+
+    if (strcmp(name, "OMP_NUM_THREADS") == 0)
+        return true;
+    if (strcmp(name, "NCCL_IB_HCA") != 0 && strcmp(name, "NCCL_SOCKET_IFNAME") != 0)
+        return false;
+    for (size_t i = 0; site != NULL && i < site->nenv; i++)
+        if (strncmp(site->env[i], name, n) == 0 && site->env[i][n] == '=')
+            return false;
+    return true;
+}

@@ -159,5 +159,7 @@ sed 's/^<topology /\n<!-- exported by hand -->\n\n<topology /' tests/topo/nvlink
 expect "topo: an XML with a comment line loads" 0 "$bin" topo --xml "$tmp/commented.xml" --gpus 0,1,2,3 --nproc-per-node 2
 contains "topo: the NVLink pair is planned together" "1     2      0000:1c:00.0"
 
+. "$(dirname "$0")/launch.sh"
+
 echo "cli: $pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

@@ -11,7 +11,9 @@
  * (bus numbers, bridges, sockets); docs/topology.md shows the same tables.
  * Cases that need the shared corpus say SKIP when it is absent.
  */
+#define _GNU_SOURCE
 #include <dirent.h>
+#include <sched.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
@@ -491,20 +493,20 @@ TEST(h100_full_plan_and_export)
     plan(&t, &req, &p);
     check_plan(&t, &req, &p);
     expect_plan(&t, &p, h100_plan, 8);
-    ASSERT_OK(accel_node_plan_export(&t, &p, ranks, 8, &out, &e));
+    ASSERT_OK(accel_node_plan_export(&t, &p, NULL, ranks, 8, &out, &e));
     ASSERT_INT_EQ(out.nranks, 8);
     ASSERT(out.ranks == ranks);
     for (unsigned r = 0; r < 8; r++) {
-        char cvd[8], hca[16];
+        char hca[16];
 
-        snprintf(cvd, sizeof(cvd), "%u", r);
         snprintf(hca, sizeof(hca), "=mlx5_%u", r);
-        ASSERT_STR_EQ(ranks[r].cuda_visible_devices, cvd);
+        /* every rank sees the whole list, local rank i's GPU at place i */
+        ASSERT_STR_EQ(ranks[r].cuda_visible_devices, "0,1,2,3,4,5,6,7");
         ASSERT_STR_EQ(ranks[r].nccl_ib_hca, hca);
         ASSERT_STR_EQ(ranks[r].nccl_socket_ifname, "");
     }
     /* too little room: an error, nothing half-filled in out */
-    ASSERT_INT_EQ(accel_node_plan_export(&t, &p, ranks, 7, &out, &e), ACCEL_ETOOBIG);
+    ASSERT_INT_EQ(accel_node_plan_export(&t, &p, NULL, ranks, 7, &out, &e), ACCEL_ETOOBIG);
     ASSERT_INT_EQ(out.nranks, 0);
     accel_node_plan_free(&p);
     accel_node_plan_free(&p); /* twice is harmless */
@@ -704,7 +706,7 @@ TEST(cpu_only_plans)
             ASSERT(p.cpu_only);
             check_plan(&t, &req, &p);
             expect_plan(&t, &p, h100_cpu, 2);
-            ASSERT_OK(accel_node_plan_export(&t, &p, ranks, 2, &out, &e));
+            ASSERT_OK(accel_node_plan_export(&t, &p, req.gpus, ranks, 2, &out, &e));
             ASSERT_STR_EQ(ranks[1].cuda_visible_devices, "");
             ASSERT_STR_EQ(ranks[1].nccl_ib_hca, "");
             accel_node_plan_free(&p);
@@ -755,7 +757,7 @@ TEST(ethernet_only_nics)
     ASSERT_INT_EQ(p.ranks[0].nic, 0);
     ASSERT_INT_EQ(p.ranks[0].nic_link, ACCEL_LINK_NUMA);
     ASSERT_INT_EQ(p.ranks[1].nic, -1);
-    ASSERT_OK(accel_node_plan_export(&t, &p, ranks, 3, &out, &e));
+    ASSERT_OK(accel_node_plan_export(&t, &p, NULL, ranks, 3, &out, &e));
     ASSERT_STR_EQ(ranks[0].nccl_socket_ifname, "=eth0");
     ASSERT_STR_EQ(ranks[0].nccl_ib_hca, "");
     ASSERT_STR_EQ(ranks[1].nccl_socket_ifname, "");
@@ -1298,7 +1300,7 @@ static void torture(const char *path, const struct accel_plan_req *req)
         if (rc == ACCEL_OK)
             rc = accel_topo_plan(&t, req, &p, &e);
         if (rc == ACCEL_OK)
-            rc = accel_node_plan_export(&t, &p, ranks, 16, &out, &e);
+            rc = accel_node_plan_export(&t, &p, req->gpus, ranks, 16, &out, &e);
         if (rc != ACCEL_OK && rc != ACCEL_ENOMEM)
             test_fail(__FILE__, __LINE__, "allocation %lu: %s: %s", n, accel_errname(rc), e.msg);
         if (rc == ACCEL_ENOMEM)
@@ -1350,6 +1352,90 @@ TEST(alloc_failures_nvml)
     accel_topo_free(&t);
 }
 
+/* The exported list is the granted one in plan order, the same for every
+ * rank; the NIC is each rank's own (tests/topo/two-socket.xml: GPUs 0,1 and
+ * mlx5_0 on socket 0, GPUs 2,3 and mlx5_1 on socket 1). */
+TEST(export_orders_the_granted_list)
+{
+    struct accel_plan_req req = {2, "0,1,2,3", false, NULL, false};
+    struct accel_rank_plan ranks[2];
+    struct accel_plan out;
+    struct accel_error e = {0};
+    struct accel_topo t;
+    struct accel_node_plan p;
+
+    load("tests/topo/nvlink-pairs.xml", &t);
+    plan(&t, &req, &p);
+    ASSERT_OK(accel_node_plan_export(&t, &p, req.gpus, ranks, 2, &out, &e));
+    /* the NVLink pair 0-2 first, then the rest in the granted order */
+    ASSERT_STR_EQ(ranks[0].cuda_visible_devices, "0,2,1,3");
+    ASSERT_STR_EQ(ranks[1].cuda_visible_devices, "0,2,1,3");
+    accel_node_plan_free(&p);
+    req.gpus = "3,1,2,0";
+    plan(&t, &req, &p);
+    ASSERT_OK(accel_node_plan_export(&t, &p, req.gpus, ranks, 2, &out, &e));
+    ASSERT_STR_EQ(ranks[0].cuda_visible_devices, "0,2,3,1");
+    accel_node_plan_free(&p);
+    /* a plan whose GPU is not in the list given to export */
+    req.gpus = "0,1,2,3";
+    plan(&t, &req, &p);
+    ASSERT_INT_EQ(accel_node_plan_export(&t, &p, "1,3", ranks, 2, &out, &e), ACCEL_EINVAL);
+    ASSERT_CONTAINS(e.msg, "is not in 1,3");
+    accel_node_plan_free(&p);
+    accel_topo_free(&t);
+
+    load("tests/topo/two-socket.xml", &t);
+    req.nproc = 4;
+    plan(&t, &req, &p);
+    ASSERT_INT_EQ(accel_node_plan_export(&t, &p, req.gpus, ranks, 2, &out, &e), ACCEL_ETOOBIG);
+    accel_node_plan_free(&p);
+    req.nproc = 2;
+    req.gpus = "2,3";
+    plan(&t, &req, &p);
+    ASSERT_OK(accel_node_plan_export(&t, &p, req.gpus, ranks, 2, &out, &e));
+    ASSERT_STR_EQ(ranks[0].nccl_ib_hca, "=mlx5_1");
+    ASSERT_STR_EQ(ranks[1].nccl_ib_hca, "=mlx5_1");
+    ASSERT_STR_EQ(p.ranks[0].cpus, "1");
+    accel_node_plan_free(&p);
+    accel_topo_free(&t);
+}
+
+/* Binding only narrows the CPUs the process has; bad lists are refused. */
+TEST(bind_cpus)
+{
+    struct accel_error e = {0};
+    cpu_set_t now;
+    int first = -1;
+
+    ASSERT_OK(sched_getaffinity(0, sizeof(now), &now));
+    for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
+        if (CPU_ISSET(c, &now))
+            first = c;
+    ASSERT(first >= 0);
+    {
+        char list[64];
+        /* the first allowed CPU plus one past the mask's end: only the first */
+        snprintf(list, sizeof(list), "%d,%d", first, CPU_SETSIZE - 1);
+        if (CPU_ISSET(CPU_SETSIZE - 1, &now))
+            SKIP("CPU 1023 is allowed here; the narrowing case needs it not to be");
+        ASSERT_OK(accel_topo_bind_cpus(list, &e));
+    }
+    ASSERT_OK(sched_getaffinity(0, sizeof(now), &now));
+    ASSERT_INT_EQ(CPU_COUNT(&now), 1);
+    ASSERT(CPU_ISSET(first, &now));
+    ASSERT_OK(accel_topo_bind_cpus("0-1023", &e)); /* never widens */
+    ASSERT_OK(sched_getaffinity(0, sizeof(now), &now));
+    ASSERT_INT_EQ(CPU_COUNT(&now), 1);
+    ASSERT_INT_EQ(accel_topo_bind_cpus("1023", &e), ACCEL_ENOTFOUND);
+    ASSERT_CONTAINS(e.msg, "none of CPUs 1023");
+    ASSERT_INT_EQ(accel_topo_bind_cpus("1024", &e), ACCEL_EINVAL);
+    ASSERT_INT_EQ(accel_topo_bind_cpus("", &e), ACCEL_EINVAL);
+    ASSERT_INT_EQ(accel_topo_bind_cpus("3-1", &e), ACCEL_EINVAL);
+    ASSERT_INT_EQ(accel_topo_bind_cpus("0,", &e), ACCEL_EINVAL);
+    ASSERT_INT_EQ(accel_topo_bind_cpus("-1", &e), ACCEL_EINVAL);
+    ASSERT_INT_EQ(accel_topo_bind_cpus(NULL, &e), ACCEL_EINVAL);
+}
+
 TEST_LIST(T(corpus_models_and_plans), T(corpus_every_file_plans), T(corpus_dgx2_nvlink_matrix),
           T(corpus_nic_kinds_and_names), T(h100_model), T(h100_full_plan_and_export),
           T(h100_granted_subsets), T(h100_local_indices), T(h100_errors), T(cpu_only_plans),
@@ -1357,4 +1443,4 @@ TEST_LIST(T(corpus_models_and_plans), T(corpus_every_file_plans), T(corpus_dgx2_
           T(xml_errors), T(nvml_mesh_orders_ranks_along_links), T(nvml_nvswitch),
           T(nvml_absent_or_failing_adds_nothing), T(live_discovery), T(same_input_same_plan),
           T(cpulist_format), T(alloc_failures_h100), T(alloc_failures_cpu_only_and_v3),
-          T(alloc_failures_nvml))
+          T(alloc_failures_nvml), T(export_orders_the_granted_list), T(bind_cpus))

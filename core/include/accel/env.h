@@ -66,6 +66,13 @@ enum accel_err accel_env_build(const struct accel_cfg *cfg, const struct accel_l
                                const struct accel_env_opts *opts, struct accel_env *out,
                                struct accel_error *err) ACCEL_WUR;
 
+/* True when a value a process already has for NAME is kept over the one
+ * accel_env_build gives it, as a launcher merges the two: OMP_NUM_THREADS
+ * (accelerate keeps the user's) and the plan's NIC variables NCCL_IB_HCA
+ * and NCCL_SOCKET_IFNAME (NCCL's documentation tells users to set them),
+ * unless `site` (may be NULL) sets that name for every process. */
+bool accel_env_user_wins(const char *name, const struct accel_site *site);
+
 /* The value of NAME, or NULL. */
 const char *accel_env_get(const struct accel_env *env, const char *name);
 

@@ -7,7 +7,7 @@
 #define ACCEL_PLAN_H
 
 struct accel_rank_plan {
-    char cuda_visible_devices[64]; /* "" = leave as the scheduler set it */
+    char cuda_visible_devices[1024]; /* the granted list in plan order; "" = leave it */
     char nccl_ib_hca[128];         /* "" = not set */
     char nccl_socket_ifname[64];   /* "" = not set */
 };

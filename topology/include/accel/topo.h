@@ -211,14 +211,27 @@ enum accel_err accel_topo_plan(const struct accel_topo *t, const struct accel_pl
 /* Releases what *p owns and zeroes it.  NULL is allowed. */
 void accel_node_plan_free(struct accel_node_plan *p);
 
-/* Fills core's placement from a plan of *t: ranks[i] gets local rank i's GPU
- * id as CUDA_VISIBLE_DEVICES, its NIC as NCCL_IB_HCA ("=mlx5_0": exact match)
- * for an RDMA NIC or as NCCL_SOCKET_IFNAME ("=eth0") for an Ethernet one;
- * then *out = {p->nranks, ranks}.  `ranks` (cap entries) stays the caller's
- * and must outlive *out.  Errors: ACCEL_ETOOBIG (cap < p->nranks, or a value
- * longer than its field), ACCEL_EINVAL (a plan that does not fit *t). */
+/* Fills core's placement from a plan of *t: every rank gets the same
+ * CUDA_VISIBLE_DEVICES, the granted list `granted` (as req->gpus spelled it;
+ * NULL = every GPU of *t by id) in plan order: the GPUs of local ranks 0, 1,
+ * 2, ... first, then the granted GPUs no rank took, in their order.
+ * accelerate opens device LOCAL_RANK of the visible list, so local rank i
+ * runs on the plan's GPU for rank i.  ranks[i] also gets local rank i's NIC
+ * as NCCL_IB_HCA ("=mlx5_0": exact match) for an RDMA NIC or as
+ * NCCL_SOCKET_IFNAME ("=eth0") for an Ethernet one; then *out = {p->nranks,
+ * ranks}.  `ranks` (cap entries) stays the caller's and must outlive *out.
+ * Errors: ACCEL_ETOOBIG (cap < p->nranks, or a value longer than its field),
+ * ACCEL_EINVAL (a plan that does not fit *t or whose GPUs are not all in
+ * `granted`). */
 enum accel_err accel_node_plan_export(const struct accel_topo *t, const struct accel_node_plan *p,
-                                      struct accel_rank_plan *ranks, unsigned cap,
-                                      struct accel_plan *out, struct accel_error *err) ACCEL_WUR;
+                                      const char *granted, struct accel_rank_plan *ranks,
+                                      unsigned cap, struct accel_plan *out,
+                                      struct accel_error *err) ACCEL_WUR;
+
+/* Binds the calling process to the CPUs of `cpus` (a list, "0-13,112-125")
+ * that it may use already: never widens.  ACCEL_OK also when that changes
+ * nothing.  Errors: ACCEL_EINVAL (not a list, a CPU past the kernel's mask),
+ * ACCEL_ENOTFOUND (none of them is allowed to the process), ACCEL_EIO. */
+enum accel_err accel_topo_bind_cpus(const char *cpus, struct accel_error *err) ACCEL_WUR;
 
 #endif

@@ -1,0 +1,461 @@
+/*
+ * launch.c: `accelrun launch [options] -- CMD...` starts one node's ranks,
+ * each with the environment core/env builds (the function the SPANK plugin
+ * calls) and its place in the node's topology plan; procs.c runs them.
+ *
+ * Layout: options, else the node-level variables a pod gets (PET_NNODES,
+ * PET_NODE_RANK, PET_NPROC_PER_NODE, PET_MASTER_ADDR, PET_MASTER_PORT),
+ * else the config, else one node of this machine's GPUs (or one process).
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "accel/env.h"
+#include "accel/topo.h"
+#include "cli.h"
+#include "procs.h"
+
+extern char **environ;
+
+const char cli_launch_usage[] =
+    "usage: accelrun launch [--config FILE] [-n N] [--nnodes N --node-rank R]\n"
+    "                       [--master-addr A] [--master-port P] [--site FILE]\n"
+    "                       [--tee DIR] [--main-only] [--dry-run] [--topology-xml FILE]\n"
+    "                       [--grace SECONDS] [--accelerate-version V] -- CMD [ARG...]\n"
+    "\n"
+    "Start this node's processes of an accelerate job, each with the environment\n"
+    "`accelerate launch` + torchrun would give it, placed on the node's GPUs, NICs\n"
+    "and CPUs (docs/accelrun-launch.md).\n"
+    "\n"
+    "  --config FILE      the accelerate config (default: a built-in one: MULTI_GPU on\n"
+    "                     the GPUs found, else MULTI_CPU; 'NO' for one process)\n"
+    "  -n, --nproc-per-node N  processes on this node (default: PET_NPROC_PER_NODE,\n"
+    "                     num_processes / num_machines, the GPUs found, else 1)\n"
+    "  --nnodes N         nodes (default PET_NNODES, num_machines, 1)\n"
+    "  --node-rank R      this node (default PET_NODE_RANK, 0)\n"
+    "  --master-addr A    rank 0's host (default PET_MASTER_ADDR, main_process_ip,\n"
+    "                     127.0.0.1 on one node)\n"
+    "  --master-port P    (default PET_MASTER_PORT, main_process_port, on one node a\n"
+    "                     free port, else 29500)\n"
+    "  --site FILE        apply the site policy\n"
+    "  --tee DIR          keep each rank's output in DIR/rank-R.log\n"
+    "  --main-only        show only rank 0's output (the others go to --tee logs)\n"
+    "  --dry-run          print every rank's variables and CPUs; start nothing\n"
+    "  --topology-xml F   plan on this hwloc XML instead of discovering the machine\n"
+    "  --grace SECONDS    from SIGTERM to SIGKILL when ranks are stopped (default 10)\n"
+    "  -h, --help         this text\n"
+    "\n"
+    "Output lines are prefixed with the rank (\"[3] ...\").  SIGINT, SIGTERM and SIGHUP\n"
+    "are forwarded; when a rank fails the others are stopped.  Exit status: the\n"
+    "failed rank's (128 + signal for a signal), 0 when all exited 0, 1 config\n"
+    "errors, 2 usage.\n";
+
+struct launch {
+    const char *config, *site_path, *tee, *xml, *master_addr;
+    unsigned version, nnodes, node_rank, nproc, master_port;
+    bool main_only, dry_run;
+    double grace_s;
+};
+
+/* An unsigned from the environment (PET_*); false when unset or not one. */
+static bool env_uint(const char *name, unsigned long lo, unsigned long hi, unsigned *out)
+{
+    const char *v = getenv(name);
+    unsigned long n;
+
+    if (v == NULL || v[0] == '\0')
+        return false;
+    if (!cli_parse_uint(name, v, lo, hi, &n))
+        exit(CLI_EXIT_USAGE); /* the message named the variable */
+    *out = (unsigned)n;
+    return true;
+}
+
+/* A free TCP port on this machine, for a one-node job without one. */
+static unsigned free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    unsigned port = ACCEL_DEFAULT_PORT;
+
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+static int parse(struct launch *l, int argc, char **argv)
+{
+    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+                                         {"nproc-per-node", required_argument, NULL, 'n'},
+                                         {"nnodes", required_argument, NULL, 'N'},
+                                         {"node-rank", required_argument, NULL, 'r'},
+                                         {"master-addr", required_argument, NULL, 'a'},
+                                         {"master-port", required_argument, NULL, 'P'},
+                                         {"tee", required_argument, NULL, 't'},
+                                         {"main-only", no_argument, NULL, 'm'},
+                                         {"dry-run", no_argument, NULL, 'd'},
+                                         {"topology-xml", required_argument, NULL, 'x'},
+                                         {"grace", required_argument, NULL, 'g'},
+                                         CLI_SHARED_OPTIONS,
+
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    unsigned long n;
+    int c;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "+hn:", opts, NULL)) != -1) {
+        int shared = cli_shared_option(c, optarg, &l->version, &l->site_path);
+        if (shared != 0) {
+            if (shared < 0)
+                return CLI_EXIT_USAGE;
+            continue;
+        }
+        switch (c) {
+        case 'c':
+            l->config = optarg;
+            break;
+        case 'n':
+            if (!cli_parse_uint("--nproc-per-node", optarg, 1, 4096, &n))
+                return CLI_EXIT_USAGE;
+            l->nproc = (unsigned)n;
+            break;
+        case 'N':
+            if (!cli_parse_uint("--nnodes", optarg, 1, 1u << 20, &n))
+                return CLI_EXIT_USAGE;
+            l->nnodes = (unsigned)n;
+            break;
+        case 'r':
+            if (!cli_parse_uint("--node-rank", optarg, 0, 1u << 20, &n))
+                return CLI_EXIT_USAGE;
+            l->node_rank = (unsigned)n + 1; /* 0 = not given */
+            break;
+        case 'a':
+            l->master_addr = optarg;
+            break;
+        case 'P':
+            if (!cli_parse_uint("--master-port", optarg, 1, 65535, &n))
+                return CLI_EXIT_USAGE;
+            l->master_port = (unsigned)n;
+            break;
+        case 't':
+            l->tee = optarg;
+            break;
+        case 'm':
+            l->main_only = true;
+            break;
+        case 'd':
+            l->dry_run = true;
+            break;
+        case 'x':
+            l->xml = optarg;
+            break;
+        case 'g':
+            if (!cli_parse_uint("--grace", optarg, 0, 3600, &n))
+                return CLI_EXIT_USAGE;
+            l->grace_s = (double)n;
+            break;
+        case 'h':
+            fputs(cli_launch_usage, stdout);
+            return -1;
+        default:
+            fputs(cli_launch_usage, stderr);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc && !l->dry_run) {
+        fprintf(stderr, "accelrun launch: no command to run (put it after --)\n\n%s",
+                cli_launch_usage);
+        return CLI_EXIT_USAGE;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* Node-level defaults from the pod's environment (DESIGN decision 5). */
+static void pet_defaults(struct launch *l)
+{
+    unsigned v;
+
+    if (l->nnodes == 0 && env_uint("PET_NNODES", 1, 1u << 20, &v))
+        l->nnodes = v;
+    if (l->node_rank == 0 && env_uint("PET_NODE_RANK", 0, 1u << 20, &v))
+        l->node_rank = v + 1;
+    if (l->nproc == 0 && env_uint("PET_NPROC_PER_NODE", 1, 4096, &v))
+        l->nproc = v;
+    if (l->master_addr == NULL && getenv("PET_MASTER_ADDR") && getenv("PET_MASTER_ADDR")[0])
+        l->master_addr = getenv("PET_MASTER_ADDR");
+    if (l->master_port == 0 && env_uint("PET_MASTER_PORT", 1, 65535, &v))
+        l->master_port = v;
+}
+
+/* The machine, for the plan and the built-in config; false without one. */
+static bool load_topology(const struct launch *l, struct accel_topo *t)
+{
+    struct accel_error err;
+    enum accel_err rc;
+
+    accel_error_clear(&err);
+    rc = l->xml ? accel_topo_load_xml(t, l->xml, &err) : accel_topo_discover(t, &err);
+    if (rc != ACCEL_OK) {
+        fprintf(stderr, "accelrun launch: %s: no placement: %s\n", l->xml ? l->xml : "topology",
+                err.msg);
+        return false;
+    }
+    return true;
+}
+
+static unsigned count_list(const char *list)
+{
+    unsigned n = list[0] != '\0';
+    for (const char *c = list; *c; c++)
+        n += *c == ',';
+    return n;
+}
+
+/* GPUs this process may use: CUDA_VISIBLE_DEVICES's count, else the node's. */
+static unsigned gpus_here(const struct accel_topo *t)
+{
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+
+    if (cvd != NULL)
+        return strcmp(cvd, "NoDevFiles") == 0 ? 0 : count_list(cvd);
+    return t ? t->ngpus : 0;
+}
+
+static int load_config(const struct launch *l, const struct accel_site *site, unsigned ngpus,
+                       struct accel_cfg *cfg)
+{
+    struct accel_cfg_opts copts = {l->version, site, 0};
+    struct accel_diags d;
+    struct accel_error err;
+    char builtin[128];
+    enum accel_err rc;
+
+    accel_diags_init(&d);
+    accel_error_clear(&err);
+    if (l->config != NULL) {
+        rc = accel_cfg_load(cfg, l->config, &copts, &d, &err);
+    } else {
+        bool one = (l->nproc ? l->nproc : ngpus ? ngpus : 1) * (l->nnodes ? l->nnodes : 1) == 1;
+        snprintf(builtin, sizeof(builtin), "distributed_type: %s\n%s",
+                 one     ? "'NO'"
+                 : ngpus ? "MULTI_GPU"
+                         : "MULTI_CPU",
+                 ngpus ? "" : "use_cpu: true\n");
+        rc = accel_cfg_load_buffer(cfg, "(built-in config)", builtin, strlen(builtin), &copts, &d,
+                                   &err);
+    }
+    accel_diags_sort(&d);
+    if (l->config != NULL || rc != ACCEL_OK) /* the built-in config's notes are noise */
+        cli_print_diags(&d, stderr);
+    accel_diags_free(&d);
+    return rc == ACCEL_OK ? CLI_EXIT_OK : cli_exit_status(rc);
+}
+
+/* Fills the layout's gaps from the config and the machine. */
+static int settle_layout(struct launch *l, const struct accel_cfg *cfg, unsigned ngpus)
+{
+    if (l->nnodes == 0)
+        l->nnodes = cfg->num_machines > 0 ? (unsigned)cfg->num_machines : 1;
+    if (l->node_rank == 0)
+        l->node_rank = 1;
+    if (l->node_rank - 1 >= l->nnodes) {
+        fprintf(stderr, "accelrun launch: node rank %u is not below the %u node%s\n",
+                l->node_rank - 1, l->nnodes, l->nnodes == 1 ? "" : "s");
+        return CLI_EXIT_USAGE;
+    }
+    if (l->nproc == 0 && cfg->num_processes > 0) {
+        if (cfg->num_processes % l->nnodes != 0) {
+            fprintf(stderr, "%s: num_processes: %ld does not split evenly over %u nodes; give -n\n",
+                    cfg->file, cfg->num_processes, l->nnodes);
+            return CLI_EXIT_FINDINGS;
+        }
+        l->nproc = (unsigned)(cfg->num_processes / l->nnodes);
+    }
+    if (l->nproc == 0)
+        l->nproc = ngpus && !cfg->use_cpu ? ngpus : 1;
+    if (l->master_addr == NULL && cfg->main_process_ip == NULL && l->nnodes > 1) {
+        fprintf(stderr,
+                "accelrun launch: %u nodes need --master-addr (or main_process_ip, or "
+                "PET_MASTER_ADDR)\n",
+                l->nnodes);
+        return CLI_EXIT_USAGE;
+    }
+    if (l->master_port == 0 && cfg->main_process_port <= 0 && l->nnodes == 1)
+        l->master_port = free_port();
+    return CLI_EXIT_OK;
+}
+
+/* The rank's whole environment: this process's, then core/env's on top (a
+ * value the user has wins where accel_env_user_wins says so). */
+static char **merge_env(const struct accel_env *env, const struct accel_site *site)
+{
+    size_t n = 0, k = 0;
+    char **out;
+
+    while (environ[n] != NULL)
+        n++;
+    out = calloc(n + env->n + 1, sizeof(*out));
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; environ[i] != NULL; i++) {
+        const char *eq = strchr(environ[i], '=');
+        char name[ACCEL_MAX_ENV_NAME + 1];
+        if (eq == NULL || (size_t)(eq - environ[i]) > ACCEL_MAX_ENV_NAME)
+            continue;
+        snprintf(name, sizeof(name), "%.*s", (int)(eq - environ[i]), environ[i]);
+        if (accel_env_get(env, name) != NULL && !accel_env_user_wins(name, site))
+            continue; /* replaced below */
+        out[k++] = environ[i];
+    }
+    for (size_t i = 0; i < env->n; i++) {
+        const char *eq = strchr(env->v[i], '=');
+        char name[ACCEL_MAX_ENV_NAME + 1];
+        snprintf(name, sizeof(name), "%.*s", (int)(eq - env->v[i]), env->v[i]);
+        if (getenv(name) != NULL && accel_env_user_wins(name, site))
+            continue;
+        out[k++] = env->v[i];
+    }
+    return out;
+}
+
+static void print_rank(const struct launch *l, unsigned i, const struct accel_env *env,
+                       const char *cpus)
+{
+    printf("# rank %u (node %u, local rank %u)%s%s\n", (l->node_rank - 1) * l->nproc + i,
+           l->node_rank - 1, i, cpus ? ", CPUs " : "", cpus ? cpus : "");
+    for (size_t k = 0; k < env->n; k++)
+        puts(env->v[k]);
+}
+
+int cli_launch(int argc, char **argv)
+{
+    static char prog_name[] = "accelrun launch";
+    struct launch l = {0};
+    struct accel_site site;
+    struct accel_cfg cfg;
+    struct accel_topo topo;
+    struct accel_node_plan plan = {0, false, NULL};
+    struct accel_rank_plan *placed = NULL;
+    struct accel_plan eplan = {0, NULL};
+    struct accel_env *envs = NULL;
+    char ***envps = NULL;
+    const char **cpus = NULL;
+    struct accel_error err;
+    bool have_topo, have_cfg = false;
+    unsigned ngpus;
+    int status;
+
+    l.grace_s = 10;
+    argv[0] = prog_name;
+    status = parse(&l, argc, argv);
+    if (status != CLI_EXIT_OK)
+        return status < 0 ? CLI_EXIT_OK : status;
+    pet_defaults(&l);
+    status = cli_load_site(l.site_path, l.version, &site, false, stderr);
+    if (status != CLI_EXIT_OK)
+        return status;
+    have_topo = load_topology(&l, &topo);
+    ngpus = gpus_here(have_topo ? &topo : NULL);
+    status = load_config(&l, l.site_path ? &site : NULL, ngpus, &cfg);
+    if (status != CLI_EXIT_OK)
+        goto out;
+    have_cfg = true;
+    status = settle_layout(&l, &cfg, ngpus);
+    if (status != CLI_EXIT_OK)
+        goto out;
+
+    /* the plan: GPU order, NIC and CPUs per local rank (GPU jobs) */
+    if (have_topo && ngpus > 0 && !cfg.use_cpu) {
+        struct accel_plan_req req = {l.nproc, getenv("CUDA_VISIBLE_DEVICES"), false, NULL, false};
+        accel_error_clear(&err);
+        placed = calloc(l.nproc, sizeof(*placed));
+        if (placed == NULL || accel_topo_plan(&topo, &req, &plan, &err) != ACCEL_OK ||
+            accel_node_plan_export(&topo, &plan, req.gpus, placed, l.nproc, &eplan, &err) !=
+                ACCEL_OK) {
+            fprintf(stderr, "accelrun launch: warning: no placement: %s\n",
+                    placed ? err.msg : "out of memory");
+            eplan.nranks = 0;
+        }
+        for (unsigned i = 0; i < eplan.nranks && !site.nic_binding; i++)
+            placed[i].nccl_ib_hca[0] = placed[i].nccl_socket_ifname[0] = '\0';
+    }
+    envs = calloc(l.nproc, sizeof(*envs));
+    envps = calloc(l.nproc, sizeof(*envps));
+    cpus = calloc(l.nproc, sizeof(*cpus));
+    if (envs == NULL || envps == NULL || cpus == NULL) {
+        fprintf(stderr, "accelrun launch: out of memory\n");
+        status = CLI_EXIT_USAGE;
+        goto out;
+    }
+    for (unsigned i = 0; i < l.nproc; i++) {
+        struct accel_layout lay = {l.nnodes, l.node_rank - 1, l.nproc,       (int)i, -1,
+                                   0,        l.master_addr,   l.master_port, 0};
+        struct accel_env_opts eopts = {eplan.nranks ? &eplan : NULL, l.site_path ? &site : NULL,
+                                       false};
+        accel_error_clear(&err);
+        if (accel_env_build(&cfg, &lay, &eopts, &envs[i], &err) != ACCEL_OK) {
+            fprintf(stderr, "%s: error: %s\n", cfg.file, err.msg);
+            status = CLI_EXIT_FINDINGS;
+            goto out;
+        }
+        if (eplan.nranks && site.cpu_binding && plan.ranks[i].cpus && plan.ranks[i].cpus[0])
+            cpus[i] = plan.ranks[i].cpus;
+        if (l.dry_run) {
+            print_rank(&l, i, &envs[i], cpus[i]);
+            continue;
+        }
+        envps[i] = merge_env(&envs[i], l.site_path ? &site : NULL);
+        if (envps[i] == NULL) {
+            fprintf(stderr, "accelrun launch: out of memory\n");
+            status = CLI_EXIT_USAGE;
+            goto out;
+        }
+    }
+    if (!l.dry_run) {
+        struct procs_opts po = {l.nproc,       (l.node_rank - 1) * l.nproc,
+                                argv + optind, (char **const *)envps,
+                                cpus,          l.tee,
+                                l.main_only,   l.grace_s};
+        if (l.tee != NULL && mkdir(l.tee, 0755) != 0 && errno != EEXIST) {
+            fprintf(stderr, "accelrun launch: --tee %s: %s\n", l.tee, strerror(errno));
+            status = CLI_EXIT_USAGE;
+            goto out;
+        }
+        if (l.main_only && l.tee == NULL && l.nproc > 1)
+            fprintf(stderr, "accelrun launch: note: --main-only without --tee: the output of "
+                            "ranks other than 0 is dropped\n");
+        fflush(NULL);
+        status = procs_run(&po);
+    }
+out:
+    for (unsigned i = 0; envs != NULL && i < l.nproc; i++) {
+        free(envps ? envps[i] : NULL);
+        accel_env_free(&envs[i]);
+    }
+    free(envs);
+    free(envps);
+    free(cpus);
+    free(placed);
+    accel_node_plan_free(&plan);
+    if (have_topo)
+        accel_topo_free(&topo);
+    if (have_cfg)
+        accel_cfg_free(&cfg);
+    accel_site_free(&site);
+    return status;
+}

@@ -1,0 +1,337 @@
+/*
+ * procs.c: start, watch and stop the ranks of `accelrun launch`.
+ *
+ * One thread, one poll() loop over a signalfd (SIGCHLD, SIGINT, SIGTERM,
+ * SIGHUP, blocked for the launcher) and two pipes per rank.  Each rank runs
+ * in a process group of its own, so a signal reaches what the rank started
+ * too, and a terminal's Ctrl-C reaches only the launcher, which forwards it
+ * once (a second one kills).  Output is relayed by whole lines with a "[R] "
+ * prefix; a line longer than the buffer is relayed in pieces.  When a rank
+ * fails, the others get SIGTERM, then SIGKILL after the grace period; the
+ * launcher waits for every rank, so nothing is left behind.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "accel/err.h"
+#include "accel/topo.h"
+#include "procs.h"
+
+#define LINE_MAX_BYTES 65536
+
+struct stream {
+    int fd;      /* read end, -1 when closed */
+    FILE *to;    /* stdout or stderr, NULL = not shown */
+    size_t used; /* bytes of an unfinished line */
+    char buf[LINE_MAX_BYTES];
+};
+
+struct rank {
+    pid_t pid;  /* 0 = not started, -1 = reaped */
+    int status; /* wait status once reaped */
+    int log;    /* tee file, -1 none */
+    struct stream out, err;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Shows `n` bytes of one line (with its newline, or a piece of a long one). */
+static void show(const struct procs_opts *o, unsigned i, struct stream *s, const char *p, size_t n)
+{
+    if (s->to == NULL)
+        return;
+    fprintf(s->to, "[%u] %.*s", o->first_rank + i, (int)n, p);
+    if (n == 0 || p[n - 1] != '\n')
+        fputc('\n', s->to);
+    fflush(s->to);
+}
+
+/* Reads what the pipe has; relays whole lines; false at EOF. */
+static bool pump(const struct procs_opts *o, struct rank *r, unsigned i, struct stream *s)
+{
+    ssize_t got = read(s->fd, s->buf + s->used, sizeof(s->buf) - s->used);
+    char *start, *nl;
+
+    if (got < 0 && (errno == EINTR || errno == EAGAIN))
+        return true;
+    if (got <= 0) {
+        if (s->used > 0)
+            show(o, i, s, s->buf, s->used);
+        s->used = 0;
+        close(s->fd);
+        s->fd = -1;
+        return false;
+    }
+    if (r->log >= 0)
+        write_all(r->log, s->buf + s->used, (size_t)got);
+    s->used += (size_t)got;
+    start = s->buf;
+    while ((nl = memchr(start, '\n', s->used - (size_t)(start - s->buf))) != NULL) {
+        show(o, i, s, start, (size_t)(nl - start) + 1);
+        start = nl + 1;
+    }
+    s->used -= (size_t)(start - s->buf);
+    memmove(s->buf, start, s->used);
+    if (s->used == sizeof(s->buf)) { /* a line longer than the buffer */
+        show(o, i, s, s->buf, s->used);
+        s->used = 0;
+    }
+    return true;
+}
+
+static void child(const struct procs_opts *o, unsigned i, int out, int err, const sigset_t *old)
+{
+    struct accel_error e;
+
+    setpgid(0, 0);
+    sigprocmask(SIG_SETMASK, old, NULL);
+    if (dup2(out, STDOUT_FILENO) < 0 || dup2(err, STDERR_FILENO) < 0)
+        _exit(127);
+    if (o->cpus != NULL && o->cpus[i] != NULL && accel_topo_bind_cpus(o->cpus[i], &e) != ACCEL_OK)
+        fprintf(stderr, "accelrun: rank %u: not bound to CPUs %s: %s\n", o->first_rank + i,
+                o->cpus[i], e.msg);
+    execvpe(o->argv[0], o->argv, o->envp[i]);
+    fprintf(stderr, "accelrun: rank %u: cannot run %s: %s\n", o->first_rank + i, o->argv[0],
+            strerror(errno));
+    _exit(127);
+}
+
+static int open_log(const struct procs_opts *o, unsigned i)
+{
+    char path[4096];
+    int fd;
+
+    if (o->tee_dir == NULL)
+        return -1;
+    snprintf(path, sizeof(path), "%s/rank-%u.log", o->tee_dir, o->first_rank + i);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        fprintf(stderr, "accelrun: %s: %s (rank %u is not logged)\n", path, strerror(errno),
+                o->first_rank + i);
+    return fd;
+}
+
+/* Starts rank i; false when it could not be started (reported). */
+static bool start(const struct procs_opts *o, struct rank *r, unsigned i, const sigset_t *old)
+{
+    int out[2], err[2];
+
+    r->log = open_log(o, i);
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+        fprintf(stderr, "accelrun: rank %u: pipe: %s\n", o->first_rank + i, strerror(errno));
+        return false;
+    }
+    r->pid = fork();
+    if (r->pid < 0) {
+        fprintf(stderr, "accelrun: rank %u: fork: %s\n", o->first_rank + i, strerror(errno));
+        r->pid = 0;
+        close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+        return false;
+    }
+    if (r->pid == 0)
+        child(o, i, out[1], err[1], old);
+    setpgid(r->pid, r->pid); /* also here: no race with an early signal */
+    close(out[1]);
+    close(err[1]);
+    r->out.fd = out[0];
+    r->err.fd = err[0];
+    r->out.to = o->main_only && i > 0 ? NULL : stdout;
+    r->err.to = o->main_only && i > 0 ? NULL : stderr;
+    return true;
+}
+
+static void signal_all(struct rank *ranks, unsigned n, int sig)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (ranks[i].pid > 0)
+            kill(-ranks[i].pid, sig);
+}
+
+static void describe(char *buf, size_t size, int status)
+{
+    if (WIFEXITED(status))
+        snprintf(buf, size, "exited with status %d", WEXITSTATUS(status));
+    else
+        snprintf(buf, size, "was killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+}
+
+static int exit_code(int status)
+{
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Collects ended ranks; the first failure stops the others. */
+static void reap(const struct procs_opts *o, struct rank *ranks, unsigned *running, int *failed,
+                 unsigned *stopped, int interrupted, double *kill_at)
+{
+    int status;
+    pid_t pid;
+
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        for (unsigned i = 0; i < o->n; i++) {
+            if (ranks[i].pid != pid)
+                continue;
+            ranks[i].pid = -1;
+            ranks[i].status = status;
+            (*running)--;
+            if (status == 0 || *failed >= 0 || interrupted)
+                continue;
+            *failed = (int)i;
+            for (unsigned k = 0; k < o->n; k++)
+                *stopped += ranks[k].pid > 0;
+            signal_all(ranks, o->n, SIGTERM);
+            *kill_at = now_s() + o->grace_s;
+        }
+    }
+}
+
+int procs_run(const struct procs_opts *o)
+{
+    struct rank *ranks = calloc(o->n, sizeof(*ranks));
+    struct pollfd *fds = calloc(2 * o->n + 1, sizeof(*fds));
+    unsigned *owner = calloc(2 * o->n + 1, sizeof(*owner)); /* fds[k]: rank * 2 + (stderr) */
+    sigset_t mask, old;
+    int sfd, failed = -1, interrupted = 0, code = 0;
+    unsigned running = 0, stopped = 0;
+    double kill_at = 0, drain_until = 0;
+
+    if (ranks == NULL || fds == NULL || owner == NULL) {
+        fprintf(stderr, "accelrun: out of memory\n");
+        free(ranks);
+        free(fds);
+        free(owner);
+        return 1;
+    }
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    sigprocmask(SIG_BLOCK, &mask, &old);
+    sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    for (unsigned i = 0; i < o->n; i++) {
+        ranks[i].out.fd = ranks[i].err.fd = ranks[i].log = -1;
+        if (sfd < 0 || !start(o, &ranks[i], i, &old)) {
+            failed = (int)i;
+            ranks[i].status = 127 << 8;
+            signal_all(ranks, i, SIGTERM);
+            kill_at = now_s() + o->grace_s;
+            break;
+        }
+        running++;
+    }
+    for (;;) {
+        unsigned nfds = 0;
+        int timeout = -1;
+        double t, next = 0;
+
+        if (sfd >= 0) {
+            fds[nfds].fd = sfd;
+            fds[nfds++].events = POLLIN;
+        }
+        for (unsigned i = 0; i < o->n; i++) {
+            if (ranks[i].out.fd >= 0) {
+                owner[nfds] = 2 * i;
+                fds[nfds].fd = ranks[i].out.fd;
+                fds[nfds++].events = POLLIN;
+            }
+            if (ranks[i].err.fd >= 0) {
+                owner[nfds] = 2 * i + 1;
+                fds[nfds].fd = ranks[i].err.fd;
+                fds[nfds++].events = POLLIN;
+            }
+        }
+        /* every rank reaped: a last second for output still in the pipes
+         * (something a rank started may keep one open) */
+        if (running == 0 && drain_until == 0)
+            drain_until = now_s() + 1.0;
+        if (running == 0 && (nfds <= 1 || now_s() >= drain_until))
+            break;
+        next = kill_at > 0 && (drain_until == 0 || kill_at < drain_until) ? kill_at : drain_until;
+        if (next > 0) {
+            t = next - now_s();
+            timeout = t > 0 ? (int)(t * 1000) + 1 : 0;
+        }
+        if (poll(fds, nfds, timeout) < 0 && errno != EINTR)
+            break;
+        if (kill_at > 0 && now_s() >= kill_at) {
+            signal_all(ranks, o->n, SIGKILL);
+            kill_at = 0;
+        }
+        for (struct signalfd_siginfo si; sfd >= 0 && read(sfd, &si, sizeof(si)) == sizeof(si);) {
+            if (si.ssi_signo != SIGCHLD) {
+                if (interrupted) { /* a second one: no more waiting */
+                    signal_all(ranks, o->n, SIGKILL);
+                } else {
+                    interrupted = (int)si.ssi_signo;
+                    signal_all(ranks, o->n, (int)si.ssi_signo);
+                    kill_at = now_s() + o->grace_s;
+                }
+                continue;
+            }
+            reap(o, ranks, &running, &failed, &stopped, interrupted, &kill_at);
+        }
+        /* only pipes poll() found ready: a read never blocks */
+        for (unsigned k = sfd >= 0 ? 1 : 0; k < nfds; k++) {
+            struct rank *r = &ranks[owner[k] / 2];
+            if (fds[k].revents != 0)
+                pump(o, r, owner[k] / 2, owner[k] % 2 ? &r->err : &r->out);
+        }
+    }
+    if (failed >= 0) {
+        char how[128];
+        describe(how, sizeof(how), ranks[failed].status);
+        code = exit_code(ranks[failed].status);
+        fprintf(stderr, "accelrun: rank %u %s; stopped the other %u rank%s\n",
+                o->first_rank + (unsigned)failed, how, stopped, stopped == 1 ? "" : "s");
+    } else if (interrupted) {
+        code = 128 + interrupted;
+        fprintf(stderr, "accelrun: %s: stopped %u rank%s\n", strsignal(interrupted), o->n,
+                o->n == 1 ? "" : "s");
+    }
+    for (unsigned i = 0; i < o->n; i++) {
+        if (ranks[i].out.fd >= 0)
+            close(ranks[i].out.fd);
+        if (ranks[i].err.fd >= 0)
+            close(ranks[i].err.fd);
+        if (ranks[i].log >= 0)
+            close(ranks[i].log);
+    }
+    if (sfd >= 0)
+        close(sfd);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    free(ranks);
+    free(fds);
+    free(owner);
+    return code;
+}

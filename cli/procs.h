@@ -1,0 +1,29 @@
+/*
+ * procs.h: the process group of `accelrun launch`: start the ranks of one
+ * node, relay their output line by line with a rank prefix, forward
+ * signals, and stop everyone when one rank fails.
+ */
+#ifndef ACCELRUN_PROCS_H
+#define ACCELRUN_PROCS_H
+
+#include <stdbool.h>
+
+struct procs_opts {
+    unsigned n;              /* local ranks, >= 1 */
+    unsigned first_rank;     /* global rank of local rank 0 (output prefixes, log names) */
+    char *const *argv;       /* the command, argv[0] searched in each rank's PATH */
+    char **const *envp;      /* [n] each rank's whole environment */
+    const char *const *cpus; /* [n] CPU list to bind rank i to, or NULL; the array may be NULL */
+    const char *tee_dir;     /* a log per rank (rank-R.log, stdout and stderr), or NULL */
+    bool main_only;          /* only rank 0 to the terminal (others in their logs) */
+    double grace_s;          /* SIGTERM → SIGKILL delay when stopping ranks */
+};
+
+/* Runs the ranks until all have ended.  Returns the launcher's exit status:
+ * 0 when every rank exited 0; else the first failed rank's exit code (128 +
+ * signal for a signal), after the others were stopped, with a one-line
+ * summary on stderr; 128 + signal when the launcher itself was interrupted
+ * (SIGINT, SIGTERM, SIGHUP are forwarded to every rank's process group). */
+int procs_run(const struct procs_opts *o);
+
+#endif

@@ -1,0 +1,82 @@
+# tests/cli/launch.sh: `accelrun launch`, sourced by tests/cli/run.sh (its
+# $bin, $tmp, ok/bad/expect/contains and counters).
+
+# three ranks, prefixed lines, one port for all
+expect "launch: -n 3 runs three ranks" 0 "$bin" launch -n 3 -- sh -c 'echo "r=$RANK w=$WORLD_SIZE l=$LOCAL_RANK lw=$LOCAL_WORLD_SIZE p=$MASTER_PORT a=$MASTER_ADDR"'
+contains "launch: rank 0's line is prefixed" "[0] r=0 w=3 l=0 lw=3"
+contains "launch: rank 2's line is prefixed" "[2] r=2 w=3 l=2 lw=3"
+if [ "$(printf '%s\n' "$out" | sed -n 's/.* p=\([0-9]*\) a=127.0.0.1$/\1/p' | sort -u | wc -l)" -eq 1 ]; then
+    ok "launch: every rank has the same MASTER_PORT and MASTER_ADDR=127.0.0.1"
+else
+    bad "launch: every rank has the same MASTER_PORT and MASTER_ADDR=127.0.0.1" "$out"
+fi
+
+# a failing rank stops the others; its code is the launcher's
+expect "launch: a failing rank's exit code is the launcher's" 3 "$bin" launch -n 3 --grace 5 -- \
+    sh -c 'if [ "$RANK" = 1 ]; then sleep 0.3; echo failing; exit 3; fi; sleep 20; echo survived'
+contains "launch: the summary names the rank" "accelrun: rank 1 exited with status 3; stopped the other 2 ranks"
+if printf '%s' "$out" | grep -q survived; then bad "launch: the other ranks were stopped" "$out"; else ok "launch: the other ranks were stopped"; fi
+expect "launch: a rank killed by a signal" 137 "$bin" launch -n 2 -- sh -c '[ "$RANK" = 0 ] && kill -9 $$; sleep 20'
+contains "launch: the summary names the signal" "accelrun: rank 0 was killed by signal 9"
+
+# SIGTERM to the launcher reaches every rank
+"$bin" launch -n 2 -- sh -c 'trap "echo got TERM; exit 0" TERM; echo ready; while :; do sleep 0.1; done' >"$tmp/term.out" 2>&1 &
+lpid=$!
+i=0
+while [ "$(grep -c ready "$tmp/term.out")" -lt 2 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+kill -TERM $lpid
+wait $lpid
+rc=$?
+out=$(cat "$tmp/term.out")
+if [ $rc -eq 143 ] && [ "$(grep -c 'got TERM' "$tmp/term.out")" -eq 2 ]; then
+    ok "launch: SIGTERM is forwarded to both ranks, exit 143"
+else
+    bad "launch: SIGTERM is forwarded to both ranks, exit 143 (exit $rc)" "$out"
+fi
+
+# --tee and --main-only
+expect "launch: --tee --main-only" 0 "$bin" launch -n 3 --tee "$tmp/logs" --main-only -- sh -c 'echo "out $RANK"; echo "err $RANK" >&2'
+if printf '%s\n' "$out" | grep -q '^\[[12]\]'; then bad "launch: --main-only shows only rank 0" "$out"; else ok "launch: --main-only shows only rank 0"; fi
+contains "launch: --main-only shows rank 0" "[0] out 0"
+if grep -qx "out 2" "$tmp/logs/rank-2.log" && grep -qx "err 2" "$tmp/logs/rank-2.log"; then
+    ok "launch: --tee keeps rank 2's stdout and stderr in rank-2.log"
+else
+    bad "launch: --tee keeps rank 2's stdout and stderr in rank-2.log" "$(cat "$tmp/logs/rank-2.log" 2>&1)"
+fi
+
+expect "launch: a command that does not exist" 127 "$bin" launch -n 2 -- /nonexistent/cmd
+contains "launch: names the command" "cannot run /nonexistent/cmd"
+expect "launch: no command" 2 "$bin" launch -n 2
+expect "launch --help" 0 "$bin" launch --help
+
+# --dry-run prints exactly what `accelrun env` gives each local rank
+fsdp=examples/fsdp-2x4.yaml
+expect "launch --dry-run of node 1 of $fsdp" 0 "$bin" launch --dry-run --config "$fsdp" --nnodes 2 --node-rank 1 \
+    --master-addr n1 --master-port 29511 -n 4
+printf '%s\n' "$out" | grep -v '^#' | grep -v -e ': note: ' -e ': warning: ' >"$tmp/dry.txt"
+: >"$tmp/env.txt"
+for l in 0 1 2 3; do
+    "$bin" env "$fsdp" --nnodes 2 --node-rank 1 --nproc-per-node 4 --local-rank $l --master-addr n1 \
+        --master-port 29511 2>/dev/null >>"$tmp/env.txt"
+done
+if cmp -s "$tmp/dry.txt" "$tmp/env.txt" && [ -s "$tmp/env.txt" ]; then
+    ok "launch --dry-run: every rank's variables equal accelrun env's ($(wc -l <"$tmp/env.txt") lines)"
+else
+    bad "launch --dry-run: every rank's variables equal accelrun env's" "$(diff "$tmp/dry.txt" "$tmp/env.txt" | head -20)"
+fi
+
+# node-level variables of a pod give the layout
+out=$(env PET_NNODES=2 PET_NODE_RANK=1 PET_NPROC_PER_NODE=2 PET_MASTER_ADDR=job-0.svc PET_MASTER_PORT=29600 \
+    "$bin" launch -- sh -c 'echo "r=$RANK w=$WORLD_SIZE a=$MASTER_ADDR p=$MASTER_PORT"' 2>&1)
+contains "launch: PET_* layout: rank 3 of 4 on node 1" "[3] r=3 w=4 a=job-0.svc p=29600"
+
+# the plan on a topology: GPU order, NIC and CPUs per rank
+expect "launch --dry-run on two-socket.xml" 0 env CUDA_VISIBLE_DEVICES=0,1,2,3 "$bin" launch --dry-run \
+    --topology-xml tests/topo/two-socket.xml -n 4
+contains "launch: rank 2 is on socket 1's CPU" "# rank 2 (node 0, local rank 2), CPUs 1"
+contains "launch: every rank sees the list in plan order" "CUDA_VISIBLE_DEVICES=0,1,2,3"
+contains "launch: rank 3 uses socket 1's HCA" "NCCL_IB_HCA==mlx5_1"
+contains "launch: the built-in config is MULTI_GPU" "ACCELERATE_MIXED_PRECISION=no"
+out=$(env CUDA_VISIBLE_DEVICES=0,1,2,3 NCCL_IB_HCA=mlx5_9 "$bin" launch --topology-xml tests/topo/two-socket.xml -n 2 -- \
+    sh -c 'echo "hca=$NCCL_IB_HCA cvd=$CUDA_VISIBLE_DEVICES order=$CUDA_DEVICE_ORDER"' 2>&1)
+contains "launch: the user's NCCL_IB_HCA is kept" "[1] hca=mlx5_9 cvd=0,1,2,3 order=PCI_BUS_ID"
