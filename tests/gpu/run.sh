@@ -1,27 +1,65 @@
 #!/bin/sh
 # tests/gpu/run.sh: the one script for a machine with an NVIDIA GPU (the
-# device machine some sessions are lent).  Today it checks the GPU-facing
-# paths that exist: topology discovery with NVML loaded at run time
-# (topology/nvml.c) on real hardware, through `accelrun topo`.  The NCCL
-# bootstrap, collectives and the sharded runtime add their tests and
-# benchmarks here as they land (issues 5 and 6).
+# device machine some sessions are lent).  It builds everything (make, with
+# the CUDA toolkit and NCCL where found) and checks, on real hardware:
+#   - topology discovery with NVML loaded at run time (topology/nvml.c),
+#     through `accelrun topo`;
+#   - the nccl backend of core/comm (tests/gpu/nccl_gpu.c): every operation
+#     and type of a world-1 communicator against a host reference, split, a
+#     world-2 init whose rank 1 never comes (ACCEL_ETIMEDOUT at the deadline,
+#     no hang), a rank that fails and tells the others through the store; with
+#     two GPUs or more, the same over N ranks and a rank that dies;
+#   - the unit tests of the nccl backend (build/tests/test_nccl) and its
+#     control flow against a scripted NCCL (tests/gpu/fake.sh, which also
+#     runs without a GPU);
+#   - bench/nccl_bench: all_reduce, all_gather, reduce_scatter from 4 KiB to
+#     1 GiB, nccl-tests columns (busbw is 0 by definition on one GPU: algbw is
+#     then the GPU's local copy rate).
+# Every program runs under `timeout`; the whole script fits in about 8
+# minutes.  With $OUT set, the log goes to $OUT/gpu.log and the benchmark's
+# table to $OUT/nccl_bench.txt as well.
 # Prints "gpu: N passed, N failed, N skipped"; SKIP with the reason without a GPU.
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
+
+if [ -n "${OUT:-}" ] && [ -z "${ACCEL_GPU_LOGGING:-}" ]; then
+    mkdir -p "$OUT"
+    { ACCEL_GPU_LOGGING=1 sh "$0" "$@"; echo $? >"$OUT/gpu.rc"; } 2>&1 | tee "$OUT/gpu.log"
+    exit "$(cat "$OUT/gpu.rc")"
+fi
+
 pass=0 fail=0 skip=0
 ok() { pass=$((pass + 1)); echo "ok - $1"; }
 bad() { fail=$((fail + 1)); echo "not ok - $1"; [ -n "${2:-}" ] && printf '%s\n' "$2" | sed 's/^/#   /'; }
+skipped() { skip=$((skip + 1)); echo "ok - $1 # SKIP $2"; }
+t_start=$(date +%s)
+elapsed() { echo $(($(date +%s) - t_start)); }
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "gpu: SKIP: no NVIDIA GPU here (nvidia-smi -L fails)"
     echo "gpu: 0 passed, 0 failed, 1 skipped"
     exit 0
 fi
-make -s all NO_CUDA=1 >/dev/null || { echo "gpu: build failed"; exit 1; }
 ngpu=$(nvidia-smi -L | grep -c '^GPU ')
 nvidia-smi -L | sed 's/^/# /'
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | sed 's/^/# /'
 
-out=$(build/bin/accelrun topo --json 2>&1)
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+jobs=$(nproc 2>/dev/null || echo 4)
+mkdir -p build
+if ! timeout -k 10 300 make -s -j"$jobs" all build/tests/test_nccl build/bench/nccl_bench \
+    >build/gpu-build.log 2>&1; then
+    tail -n 40 build/gpu-build.log
+    echo "gpu: build failed"
+    exit 1
+fi
+grep -E "SKIP|warning" build/gpu-build.log | sed 's/^/# /'
+echo "# built in $(elapsed) s"
+have_nccl=yes
+[ -f "$CUDA_HOME/include/nccl.h" ] && [ -f "$CUDA_HOME/include/cuda_runtime.h" ] || have_nccl=no
+
+# ---------------------------------------------------------------- topology
+out=$(timeout 60 build/bin/accelrun topo --json 2>&1)
 if printf '%s' "$out" | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
@@ -32,11 +70,11 @@ sys.exit(0 if len(r) == n and all(x["gpu"] != "" and x["pci"] != "" for x in r) 
 else
     bad "topo: one rank per GPU nvidia-smi lists ($ngpu)" "$out"
 fi
-out=$(build/bin/accelrun topo 2>&1)
+out=$(timeout 60 build/bin/accelrun topo 2>&1)
 printf '%s\n' "$out" | sed 's/^/# /'
 # the bus ids hwloc found must be the ones NVML reports
 want=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader | tr 'A-F' 'a-f' | sed 's/^0000//; s/^00000000/0000/' | sort)
-got=$(build/bin/accelrun topo --json | python3 -c 'import json,sys; print("\n".join(sorted(x["pci"] for x in json.load(sys.stdin)["ranks"])))')
+got=$(timeout 60 build/bin/accelrun topo --json | python3 -c 'import json,sys; print("\n".join(sorted(x["pci"] for x in json.load(sys.stdin)["ranks"])))')
 if [ "$(printf '%s\n' "$want" | sed 's/^.*:\(..:..\..\)$/\1/' | sort)" = "$(printf '%s\n' "$got" | sed 's/^.*:\(..:..\..\)$/\1/' | sort)" ]; then
     ok "topo: the GPUs' PCI bus ids equal nvidia-smi's"
 else
@@ -50,7 +88,62 @@ if [ "$ngpu" -gt 1 ]; then
         bad "topo: NVLink not read from NVML" "$out"
     fi
 else
-    skip=$((skip + 1)); echo "ok - NVLink from NVML # SKIP one GPU: no NVLink peers to read"
+    skipped "NVLink from NVML" "one GPU: no NVLink peers to read"
 fi
+
+# ---------------------------------------------------------------- nccl backend
+# Runs a TAP program under a timeout and adds its results to the totals.
+tap() {
+    name=$1 limit=$2
+    shift 2
+    res=$(timeout -k 10 "$limit" "$@" 2>&1)
+    rc=$?
+    printf '%s\n' "$res" | sed 's/^/# /'
+    p=$(printf '%s\n' "$res" | grep -c '^ok .*[^P]$')
+    s=$(printf '%s\n' "$res" | grep -c '^ok .*# SKIP$')
+    f=$(printf '%s\n' "$res" | grep -c '^not ok ')
+    pass=$((pass + p)); skip=$((skip + s)); fail=$((fail + f))
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+        bad "$name: still running after $limit s (killed)"
+    elif [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        bad "$name: exited $rc"
+    else
+        echo "# $name: $p passed, $f failed, $s skipped ($(elapsed) s so far)"
+    fi
+}
+
+if [ "$have_nccl" = no ]; then
+    skipped "nccl backend" "no nccl.h and cuda_runtime.h under $CUDA_HOME"
+else
+    mkdir -p build/gpu
+    libs="$(pkg-config --libs yaml-0.1 libcjson hwloc 2>/dev/null || echo -lyaml -lcjson -lhwloc)"
+    cudalib=$CUDA_HOME/lib64
+    [ -d "$cudalib" ] || cudalib=$CUDA_HOME/lib
+    # shellcheck disable=SC2086 # $libs: one flag per word
+    if cc -std=gnu11 -O2 -g -Wall -Wextra -Wshadow -Werror \
+        -Icore/include -Itopology/include -Itests/harness -DACCEL_HAVE_NCCL=1 \
+        -isystem "$CUDA_HOME/include" tests/gpu/nccl_gpu.c tests/harness/test.c \
+        build/lib/libaccelrun.a $libs -ldl -lm -L"$cudalib" -Wl,-rpath,"$cudalib" \
+        -lnccl -lcudart -pthread -o build/gpu/nccl_gpu 2>build/gpu/cc.log; then
+        tap "nccl_gpu" 300 build/gpu/nccl_gpu
+    else
+        bad "nccl_gpu: compile" "$(cat build/gpu/cc.log)"
+    fi
+    tap "test_nccl" 120 build/tests/test_nccl
+    tap "nccl_fake" 180 sh tests/gpu/fake.sh
+
+    # the benchmark: its table as is, then one line of verdict
+    bench_out=$(timeout -k 10 200 build/bench/nccl_bench -b 4K -e 1G -T 180 2>&1)
+    rc=$?
+    printf '%s\n' "$bench_out"
+    [ -n "${OUT:-}" ] && printf '%s\n' "$bench_out" >"$OUT/nccl_bench.txt"
+    if [ "$rc" -eq 0 ] && printf '%s\n' "$bench_out" | grep -q ' 1073741824 .* all_reduce '; then
+        ok "nccl_bench: all_reduce, all_gather, reduce_scatter from 4 KiB to 1 GiB"
+    else
+        bad "nccl_bench: exited $rc, or printed no 1 GiB all_reduce line"
+    fi
+fi
+
+echo "# total $(elapsed) s"
 echo "gpu: $pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

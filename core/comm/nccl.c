@@ -1,0 +1,924 @@
+/*
+ * nccl.c: the `nccl` backend of core/comm: collectives on CUDA device buffers
+ * through NCCL, with every wait bounded (DESIGN decision 8).
+ *
+ * Init: rank 0 calls ncclGetUniqueId and publishes the 128 bytes in the
+ * rendezvous store under the communicator's prefix; the other ranks read them
+ * there.  Each rank selects its device, creates a non-blocking communicator
+ * (ncclConfig_t.blocking = 0) and polls ncclCommGetAsyncError until it is
+ * ready, until the deadline, or until another rank reports in the store that
+ * its own init failed; on timeout or error it calls ncclCommAbort, so no rank
+ * is left inside NCCL.  Ranks are NCCL ranks as given: the caller passes them
+ * in the topology plan's order (contiguous per node, nodes in switch order).
+ *
+ * Operations queue on the communicator's stream (the caller's, or one this
+ * file creates) and return once NCCL has queued them; a non-blocking
+ * communicator may answer ncclInProgress while it queues, which is waited
+ * out (bounded) before returning, so later work on the stream is ordered
+ * after the collective.  sync polls cudaStreamQuery and ncclCommGetAsyncError
+ * until the stream is idle, with the deadline; a timeout or an asynchronous
+ * NCCL error (a dead peer, a network failure) aborts the communicator.
+ *
+ * It does not: pick the device from LOCAL_RANK (the caller sets
+ * opts->cuda_device), keep using the store after init and split, retry, or
+ * shrink a communicator around a dead rank.
+ */
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "accel/alloc.h"
+#include "accel/log.h"
+#include "comm_int.h"
+#include "nccl_int.h"
+
+_Static_assert(ACCEL_NCCL_ID_BYTES == NCCL_UNIQUE_ID_BYTES, "ncclUniqueId size");
+_Static_assert(sizeof(ncclUniqueId) == NCCL_UNIQUE_ID_BYTES, "ncclUniqueId layout");
+
+#define BOARD_PERIOD_S 0.1 /* how often a waiting rank looks for a failed peer */
+#define DEFAULT_TIMEOUT_S ACCEL_STORE_DEFAULT_TIMEOUT_S
+
+struct nccl_impl {
+    ncclComm_t comm; /* NULL once aborted */
+    cudaStream_t stream;
+    bool own_stream; /* created here, destroyed by free */
+    int device;      /* the CUDA device of comm */
+    float *scratch;  /* one f32 on the device: the barrier's all-reduce */
+};
+
+/* Where ranks tell each other that their init failed (store keys below the
+ * communicator's prefix); store == NULL: nowhere. */
+struct board {
+    struct accel_store *store;
+    char failed_key[160];
+    char why_key[160];
+    double next_check; /* CLOCK_MONOTONIC seconds */
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Between two polls: yield for the first few (a collective that is about to
+ * finish), then 50 us, then 1 ms after about 50 ms of waiting. */
+static void poll_pause(unsigned *n)
+{
+    struct timespec ts = {0, 1000000};
+
+    if (*n < 64) {
+        (*n)++;
+        sched_yield();
+        return;
+    }
+    if (*n < 1064) {
+        (*n)++;
+        ts.tv_nsec = 50000;
+    }
+    nanosleep(&ts, NULL);
+}
+
+static enum accel_err nccl_code(ncclResult_t r)
+{
+    switch (r) {
+    case ncclSuccess:
+        return ACCEL_OK;
+    case ncclInvalidArgument:
+    case ncclInvalidUsage:
+        return ACCEL_EINVAL;
+    case ncclRemoteError: /* a peer died or the network failed */
+    case ncclSystemError: /* sockets closed under NCCL: usually the same */
+        return ACCEL_EPEER;
+    case ncclUnhandledCudaError:
+    case ncclInternalError:
+    case ncclInProgress:
+    case ncclNumResults:
+        return ACCEL_EIO;
+    }
+    return ACCEL_EIO;
+}
+
+static const char *nccl_name(ncclResult_t r)
+{
+    switch (r) {
+    case ncclSuccess:
+        return "ncclSuccess";
+    case ncclUnhandledCudaError:
+        return "ncclUnhandledCudaError";
+    case ncclSystemError:
+        return "ncclSystemError";
+    case ncclInternalError:
+        return "ncclInternalError";
+    case ncclInvalidArgument:
+        return "ncclInvalidArgument";
+    case ncclInvalidUsage:
+        return "ncclInvalidUsage";
+    case ncclRemoteError:
+        return "ncclRemoteError";
+    case ncclInProgress:
+        return "ncclInProgress";
+    case ncclNumResults:
+        break;
+    }
+    return "ncclResult?";
+}
+
+/* "ncclRemoteError (remote process exited or there was a network error):
+ * <NCCL's last error>" into buf. */
+static const char *nccl_why(ncclResult_t r, ncclComm_t comm, char *buf, size_t n)
+{
+    const char *last = ncclGetLastError(comm);
+
+    snprintf(buf, n, "%s (%s)%s%s", nccl_name(r), ncclGetErrorString(r),
+             last != NULL && last[0] != '\0' ? ": " : "", last != NULL ? last : "");
+    return buf;
+}
+
+static void abort_comm(struct nccl_impl *im)
+{
+    if (im->comm != NULL) {
+        ncclResult_t r = ncclCommAbort(im->comm);
+        if (r != ncclSuccess)
+            accel_log(ACCEL_LOG_WARN, "nccl: ncclCommAbort: %s", ncclGetErrorString(r));
+        im->comm = NULL;
+    }
+}
+
+/* After an error: abort now (a kernel waiting for a dead peer is stopped, so
+ * the stream drains) and refuse everything but free. */
+static void fail_comm(struct accel_comm *c)
+{
+    struct nccl_impl *im = c->impl;
+
+    c->failed = true;
+    if (im != NULL)
+        abort_comm(im);
+}
+
+/* ---------------------------------------------------------------- failure board */
+
+static void board_init(struct board *b, struct accel_store *s, const char *prefix, const char *sub)
+{
+    b->store = s;
+    snprintf(b->failed_key, sizeof(b->failed_key), "%s%sfailed", prefix, sub);
+    snprintf(b->why_key, sizeof(b->why_key), "%s%swhy", prefix, sub);
+    b->next_check = 0;
+}
+
+/* Tells the other ranks that this one failed: the reason first, then the
+ * count, so a rank that sees the count can read the reason at once. */
+static void board_post(struct board *b, const char *msg)
+{
+    struct accel_error e;
+
+    if (b->store == NULL)
+        return;
+    if (accel_store_set(b->store, b->why_key, msg, strlen(msg), &e) != ACCEL_OK ||
+        accel_store_add(b->store, b->failed_key, 1, NULL, &e) != ACCEL_OK)
+        accel_log(ACCEL_LOG_WARN, "nccl: couldn't tell the other ranks: %s", e.msg);
+}
+
+/* True when some rank posted a failure (its reason in why).  Looks at most
+ * every BOARD_PERIOD_S.  A store that fails is no news: rank 0 may have
+ * finished and closed it while this rank's NCCL init completes; NCCL or the
+ * deadline ends the wait when rank 0 is really gone.  The board is then left
+ * alone for the rest of the wait. */
+static bool board_failed(struct board *b, char *why, size_t n)
+{
+    struct accel_error e;
+    int64_t count = 0;
+    void *val = NULL;
+    size_t len = 0;
+
+    if (b->store == NULL || now_s() < b->next_check)
+        return false;
+    b->next_check = now_s() + BOARD_PERIOD_S;
+    if (accel_store_add(b->store, b->failed_key, 0, &count, &e) != ACCEL_OK) {
+        accel_log(ACCEL_LOG_DEBUG, "nccl: the failure board is unreadable: %s", e.msg);
+        b->store = NULL;
+        return false;
+    }
+    if (count <= 0)
+        return false;
+    if (accel_store_get(b->store, b->why_key, &val, &len, &e) != ACCEL_OK) {
+        snprintf(why, n, "a rank failed (its reason is unreadable: %.500s)", e.msg);
+        return true;
+    }
+    snprintf(why, n, "%.*s", (int)(len < 600 ? len : 600), (const char *)val);
+    accel_free(val);
+    return true;
+}
+
+/* ---------------------------------------------------------------- waiting */
+
+/* Polls comm until it leaves ncclInProgress: ACCEL_OK on ncclSuccess; an error
+ * on a NCCL error, at the deadline, or when the board shows a failed rank
+ * (then *told, which may be NULL, is set: that rank has said why already).
+ * `first` is what the call that started the work returned.  The caller aborts
+ * comm on error. */
+static enum accel_err wait_ready(const struct accel_comm *c, ncclComm_t comm, ncclResult_t first,
+                                 const char *what, double t0, double deadline, struct board *b,
+                                 bool *told, struct accel_error *err)
+{
+    ncclResult_t st = first;
+    unsigned spins = 0;
+    char why[640];
+
+    for (;;) {
+        if (st == ncclSuccess)
+            return ACCEL_OK;
+        if (st != ncclInProgress)
+            return accel_error_set(err, nccl_code(st),
+                                   "rank %u of %u: nccl: %s failed after %.1f s: %s; communicator "
+                                   "aborted",
+                                   c->rank, c->size, what, now_s() - t0,
+                                   nccl_why(st, comm, why, sizeof(why)));
+        if (now_s() >= deadline)
+            return accel_error_set(err, ACCEL_ETIMEDOUT,
+                                   "rank %u of %u: nccl: %s did not complete within %.1f s (a rank "
+                                   "never joined, or is stuck); communicator aborted",
+                                   c->rank, c->size, what, deadline - t0);
+        if (b != NULL && board_failed(b, why, sizeof(why))) {
+            if (told != NULL)
+                *told = true;
+            return accel_error_set(err, ACCEL_EPEER,
+                                   "rank %u of %u: nccl: %s: another rank failed after %.1f s: "
+                                   "%s; communicator aborted",
+                                   c->rank, c->size, what, now_s() - t0, why);
+        }
+        poll_pause(&spins);
+        ncclResult_t r = ncclCommGetAsyncError(comm, &st);
+        if (r != ncclSuccess)
+            st = r;
+    }
+}
+
+static double timeout_of(const struct accel_comm *c)
+{
+    return c->timeout_s > 0 ? c->timeout_s : DEFAULT_TIMEOUT_S;
+}
+
+/* ---------------------------------------------------------------- the unique id */
+
+enum accel_err comm__nccl_unique_id(unsigned char out[ACCEL_NCCL_ID_BYTES], struct accel_error *err)
+{
+    ncclUniqueId id;
+    ncclResult_t r;
+    char why[512];
+
+    memset(&id, 0, sizeof(id));
+    r = ncclGetUniqueId(&id);
+    if (r != ncclSuccess)
+        return accel_error_set(err, ACCEL_EIO, "nccl: ncclGetUniqueId: %s",
+                               nccl_why(r, NULL, why, sizeof(why)));
+    memcpy(out, id.internal, ACCEL_NCCL_ID_BYTES);
+    return ACCEL_OK;
+}
+
+static void id_key(char *key, size_t n, const char *prefix)
+{
+    snprintf(key, n, "%snccl/id", prefix);
+}
+
+/* Rank 0 failed before it had an id: "!" and the reason under the id key, so
+ * the other ranks fail at once instead of at their deadline.  Never 128 bytes
+ * long, so it cannot be taken for an id. */
+static void publish_id_failure(struct accel_store *s, const char *prefix, const char *msg)
+{
+    char key[160], val[ACCEL_NCCL_ID_BYTES * 4];
+    struct accel_error e;
+    int len;
+
+    id_key(key, sizeof(key), prefix);
+    len = snprintf(val, sizeof(val), "!%s", msg);
+    if (len < 0)
+        return;
+    if ((size_t)len >= sizeof(val))
+        len = (int)sizeof(val) - 1;
+    if (len == ACCEL_NCCL_ID_BYTES)
+        len--;
+    if (accel_store_set(s, key, val, (size_t)len, &e) != ACCEL_OK)
+        accel_log(ACCEL_LOG_WARN, "nccl: couldn't tell the other ranks: %s", e.msg);
+}
+
+enum accel_err comm__nccl_exchange_id(struct accel_store *s, const char *prefix, unsigned rank,
+                                      unsigned world, unsigned char id[ACCEL_NCCL_ID_BYTES],
+                                      struct accel_error *err)
+{
+    char key[160];
+    void *val = NULL;
+    size_t len = 0;
+    enum accel_err rc;
+
+    if (s == NULL || prefix == NULL || rank >= world)
+        return accel_error_set(err, ACCEL_EINVAL, "nccl: id exchange: no store, or rank %u of %u",
+                               rank, world);
+    id_key(key, sizeof(key), prefix);
+    if (rank == 0) {
+        rc = comm__nccl_unique_id(id, err);
+        if (rc != ACCEL_OK) {
+            publish_id_failure(s, prefix, err != NULL ? err->msg : "ncclGetUniqueId failed");
+            return rc;
+        }
+        return accel_store_set(s, key, id, ACCEL_NCCL_ID_BYTES, err);
+    }
+    rc = accel_store_get(s, key, &val, &len, err);
+    if (rc != ACCEL_OK)
+        return rc;
+    if (len == ACCEL_NCCL_ID_BYTES) {
+        memcpy(id, val, ACCEL_NCCL_ID_BYTES);
+        rc = ACCEL_OK;
+    } else if (len > 0 && ((const char *)val)[0] == '!') {
+        rc = accel_error_set(err, ACCEL_EPEER, "rank %u of %u: nccl: rank 0 failed: %.*s", rank,
+                             world, (int)(len - 1), (const char *)val + 1);
+    } else {
+        rc = accel_error_set(err, ACCEL_EIO,
+                             "rank %u of %u: nccl: %s holds %zu bytes, not an ncclUniqueId (%d)",
+                             rank, world, key, len, ACCEL_NCCL_ID_BYTES);
+    }
+    accel_free(val);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- CUDA helpers */
+
+int comm__nccl_device_count(char *why, size_t why_len)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+
+    if (e != cudaSuccess) {
+        if (why != NULL && why_len > 0)
+            snprintf(why, why_len, "cudaGetDeviceCount: %s (%s)", cudaGetErrorName(e),
+                     cudaGetErrorString(e));
+        (void)cudaGetLastError(); /* not sticky: clear it for the next call */
+        return 0;
+    }
+    if (n <= 0 && why != NULL && why_len > 0)
+        snprintf(why, why_len, "cudaGetDeviceCount: 0 devices");
+    return n > 0 ? n : 0;
+}
+
+int comm__nccl_version(void)
+{
+    int v = 0;
+
+    return ncclGetVersion(&v) == ncclSuccess ? v : 0;
+}
+
+enum accel_err comm__nccl_dev_alloc(void **p, size_t bytes, struct accel_error *err)
+{
+    cudaError_t e;
+
+    *p = NULL;
+    e = cudaMalloc(p, bytes > 0 ? bytes : 1);
+    if (e != cudaSuccess) {
+        *p = NULL;
+        (void)cudaGetLastError();
+        return accel_error_set(err, e == cudaErrorMemoryAllocation ? ACCEL_ENOMEM : ACCEL_EIO,
+                               "cudaMalloc of %zu bytes: %s", bytes, cudaGetErrorString(e));
+    }
+    return ACCEL_OK;
+}
+
+void comm__nccl_dev_free(void *p)
+{
+    if (p != NULL)
+        (void)cudaFree(p);
+}
+
+enum accel_err comm__nccl_copy(void *dst, const void *src, size_t bytes, struct accel_error *err)
+{
+    cudaError_t e;
+
+    if (bytes == 0)
+        return ACCEL_OK;
+    /* a copy device to device may return before it is done: wait for it on
+     * the legacy default stream, which does not wait for the non-blocking
+     * streams the communicators queue on */
+    e = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(0);
+    if (e != cudaSuccess)
+        return accel_error_set(err, ACCEL_EIO, "cudaMemcpy of %zu bytes: %s", bytes,
+                               cudaGetErrorString(e));
+    return ACCEL_OK;
+}
+
+enum accel_err comm__nccl_fill(void *p, int byte, size_t bytes, struct accel_error *err)
+{
+    cudaError_t e;
+
+    if (bytes == 0)
+        return ACCEL_OK;
+    e = cudaMemset(p, byte, bytes);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(0);
+    if (e != cudaSuccess)
+        return accel_error_set(err, ACCEL_EIO, "cudaMemset of %zu bytes: %s", bytes,
+                               cudaGetErrorString(e));
+    return ACCEL_OK;
+}
+
+/* ---------------------------------------------------------------- operations */
+
+static bool nccl_type(enum accel_dtype t, ncclDataType_t *out)
+{
+    switch (t) {
+    case ACCEL_F32:
+        *out = ncclFloat32;
+        return true;
+    case ACCEL_BF16:
+        *out = ncclBfloat16;
+        return true;
+    case ACCEL_F16:
+        *out = ncclFloat16;
+        return true;
+    }
+    return false;
+}
+
+static bool nccl_op(enum accel_redop op, ncclRedOp_t *out)
+{
+    switch (op) {
+    case ACCEL_SUM:
+        *out = ncclSum;
+        return true;
+    case ACCEL_AVG:
+        *out = ncclAvg;
+        return true;
+    }
+    return false;
+}
+
+/* Before an operation: an asynchronous error already raised (a peer died
+ * since the last call) fails it at once. */
+static enum accel_err check_async(struct accel_comm *c, const char *what, struct accel_error *err)
+{
+    struct nccl_impl *im = c->impl;
+    ncclResult_t st = ncclSuccess, r;
+    char why[512];
+
+    if (im == NULL || im->comm == NULL) {
+        c->failed = true;
+        return accel_error_set(err, ACCEL_EINVAL, "rank %u of %u: nccl: %s: communicator aborted",
+                               c->rank, c->size, what);
+    }
+    r = ncclCommGetAsyncError(im->comm, &st);
+    if (r != ncclSuccess)
+        st = r;
+    if (st == ncclSuccess || st == ncclInProgress)
+        return ACCEL_OK;
+    accel_error_set(err, nccl_code(st), "rank %u of %u: nccl: %s: %s; communicator aborted",
+                    c->rank, c->size, what, nccl_why(st, im->comm, why, sizeof(why)));
+    fail_comm(c);
+    return nccl_code(st);
+}
+
+/* After an operation was handed to NCCL: waits (bounded) until it is queued
+ * on the stream. */
+static enum accel_err queued(struct accel_comm *c, ncclResult_t r, const char *what,
+                             struct accel_error *err)
+{
+    struct nccl_impl *im = c->impl;
+    double t0;
+    enum accel_err rc;
+
+    if (r == ncclSuccess)
+        return ACCEL_OK;
+    t0 = now_s();
+    rc = wait_ready(c, im->comm, r, what, t0, t0 + timeout_of(c), NULL, NULL, err);
+    if (rc != ACCEL_OK)
+        fail_comm(c);
+    return rc;
+}
+
+static enum accel_err bad_args(const struct accel_comm *c, const char *what,
+                               struct accel_error *err)
+{
+    return accel_error_set(err, ACCEL_EINVAL, "rank %u of %u: nccl: %s: unknown type or operation",
+                           c->rank, c->size, what);
+}
+
+static enum accel_err nccl_all_reduce(struct accel_comm *c, const void *send, void *recv,
+                                      size_t count, enum accel_dtype t, enum accel_redop op,
+                                      struct accel_error *err)
+{
+    struct nccl_impl *im = c->impl;
+    ncclDataType_t dt;
+    ncclRedOp_t ro;
+    enum accel_err rc;
+
+    if (!nccl_type(t, &dt) || !nccl_op(op, &ro))
+        return bad_args(c, "all_reduce", err);
+    if ((rc = check_async(c, "all_reduce", err)) != ACCEL_OK)
+        return rc;
+    return queued(c, ncclAllReduce(send, recv, count, dt, ro, im->comm, im->stream), "all_reduce",
+                  err);
+}
+
+static enum accel_err nccl_reduce_scatter(struct accel_comm *c, const void *send, void *recv,
+                                          size_t recvcount, enum accel_dtype t, enum accel_redop op,
+                                          struct accel_error *err)
+{
+    struct nccl_impl *im = c->impl;
+    ncclDataType_t dt;
+    ncclRedOp_t ro;
+    enum accel_err rc;
+
+    if (!nccl_type(t, &dt) || !nccl_op(op, &ro))
+        return bad_args(c, "reduce_scatter", err);
+    if ((rc = check_async(c, "reduce_scatter", err)) != ACCEL_OK)
+        return rc;
+    return queued(c, ncclReduceScatter(send, recv, recvcount, dt, ro, im->comm, im->stream),
+                  "reduce_scatter", err);
+}
+
+static enum accel_err nccl_all_gather(struct accel_comm *c, const void *send, void *recv,
+                                      size_t sendcount, enum accel_dtype t, struct accel_error *err)
+{
+    struct nccl_impl *im = c->impl;
+    ncclDataType_t dt;
+    enum accel_err rc;
+
+    if (!nccl_type(t, &dt))
+        return bad_args(c, "all_gather", err);
+    if ((rc = check_async(c, "all_gather", err)) != ACCEL_OK)
+        return rc;
+    return queued(c, ncclAllGather(send, recv, sendcount, dt, im->comm, im->stream), "all_gather",
+                  err);
+}
+
+static enum accel_err nccl_broadcast(struct accel_comm *c, const void *send, void *recv,
+                                     size_t count, enum accel_dtype t, unsigned root,
+                                     struct accel_error *err)
+{
+    struct nccl_impl *im = c->impl;
+    ncclDataType_t dt;
+    enum accel_err rc;
+
+    if (!nccl_type(t, &dt) || root >= c->size)
+        return bad_args(c, "broadcast", err);
+    if ((rc = check_async(c, "broadcast", err)) != ACCEL_OK)
+        return rc;
+    return queued(c, ncclBroadcast(send, recv, count, dt, (int)root, im->comm, im->stream),
+                  "broadcast", err);
+}
+
+static enum accel_err nccl_sync(struct accel_comm *c, struct accel_error *err)
+{
+    struct nccl_impl *im = c->impl;
+    double t0 = now_s(), deadline = t0 + timeout_of(c);
+    unsigned spins = 0;
+    enum accel_err rc;
+    char why[512];
+
+    if ((rc = check_async(c, "sync", err)) != ACCEL_OK)
+        return rc;
+    for (;;) {
+        cudaError_t q = cudaStreamQuery(im->stream);
+        ncclResult_t st = ncclSuccess, r = ncclCommGetAsyncError(im->comm, &st);
+
+        if (r != ncclSuccess)
+            st = r;
+        if (st != ncclSuccess && st != ncclInProgress) {
+            rc = accel_error_set(
+                err, nccl_code(st),
+                "rank %u of %u: nccl: sync failed after %.1f s: %s; communicator aborted", c->rank,
+                c->size, now_s() - t0, nccl_why(st, im->comm, why, sizeof(why)));
+            break;
+        }
+        if (q == cudaSuccess)
+            return ACCEL_OK;
+        if (q != cudaErrorNotReady) {
+            rc = accel_error_set(err, ACCEL_EIO,
+                                 "rank %u of %u: nccl: sync: CUDA error on the stream: %s (%s); "
+                                 "communicator aborted",
+                                 c->rank, c->size, cudaGetErrorName(q), cudaGetErrorString(q));
+            break;
+        }
+        if (now_s() >= deadline) {
+            rc = accel_error_set(err, ACCEL_ETIMEDOUT,
+                                 "rank %u of %u: nccl: sync: the queued operations did not "
+                                 "complete within %.1f s (a rank is gone or stuck); communicator "
+                                 "aborted",
+                                 c->rank, c->size, deadline - t0);
+            break;
+        }
+        poll_pause(&spins);
+    }
+    fail_comm(c);
+    return rc;
+}
+
+/* NCCL has no barrier: an all-reduce of one f32, then sync. */
+static enum accel_err nccl_barrier(struct accel_comm *c, struct accel_error *err)
+{
+    struct nccl_impl *im = c->impl;
+    enum accel_err rc;
+
+    if ((rc = check_async(c, "barrier", err)) != ACCEL_OK)
+        return rc;
+    rc = queued(
+        c, ncclAllReduce(im->scratch, im->scratch, 1, ncclFloat32, ncclSum, im->comm, im->stream),
+        "barrier", err);
+    if (rc != ACCEL_OK)
+        return rc;
+    return nccl_sync(c, err);
+}
+
+/* ---------------------------------------------------------------- life cycle */
+
+/* Frees what im holds.  A communicator that is still there is finalized and
+ * destroyed (bounded by timeout_s), or aborted after a failure or when
+ * finalize does not complete. */
+static void release(struct nccl_impl *im, bool failed, double timeout_s)
+{
+    int was = -1;
+
+    if (im == NULL)
+        return;
+    /* the device of im for the frees, then back to the caller's */
+    if (im->device >= 0 && cudaGetDevice(&was) == cudaSuccess && was != im->device)
+        (void)cudaSetDevice(im->device);
+    if (im->comm != NULL && !failed) {
+        double t0 = now_s();
+        ncclResult_t st = ncclCommFinalize(im->comm);
+        unsigned spins = 0;
+
+        while (st == ncclInProgress && now_s() < t0 + timeout_s) {
+            poll_pause(&spins);
+            if (ncclCommGetAsyncError(im->comm, &st) != ncclSuccess)
+                st = ncclInternalError;
+        }
+        if (st == ncclSuccess) {
+            st = ncclCommDestroy(im->comm);
+            if (st != ncclSuccess)
+                accel_log(ACCEL_LOG_WARN, "nccl: ncclCommDestroy: %s", ncclGetErrorString(st));
+            im->comm = NULL;
+        } else {
+            accel_log(ACCEL_LOG_WARN, "nccl: finalize %s; aborting the communicator",
+                      st == ncclInProgress ? "did not complete in time" : ncclGetErrorString(st));
+        }
+    }
+    abort_comm(im);
+    if (im->scratch != NULL)
+        (void)cudaFree(im->scratch);
+    if (im->own_stream && im->stream != NULL)
+        (void)cudaStreamDestroy(im->stream);
+    if (was >= 0 && was != im->device)
+        (void)cudaSetDevice(was);
+    (void)cudaGetLastError();
+    accel_free(im);
+}
+
+static void nccl_free(struct accel_comm *c)
+{
+    if (c == NULL)
+        return;
+    release(c->impl, c->failed, timeout_of(c));
+    c->impl = NULL;
+}
+
+/* The stream and the barrier's scratch word of a new communicator. */
+static enum accel_err setup_stream(const struct accel_comm *c, struct nccl_impl *im,
+                                   void *user_stream, struct accel_error *err)
+{
+    cudaError_t e;
+
+    if (user_stream != NULL) {
+        im->stream = (cudaStream_t)user_stream;
+    } else {
+        e = cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking);
+        if (e != cudaSuccess)
+            return accel_error_set(err, ACCEL_EIO, "rank %u of %u: nccl: cudaStreamCreate: %s",
+                                   c->rank, c->size, cudaGetErrorString(e));
+        im->own_stream = true;
+    }
+    e = cudaMalloc((void **)&im->scratch, sizeof(float));
+    if (e != cudaSuccess) {
+        im->scratch = NULL;
+        return accel_error_set(err, ACCEL_ENOMEM, "rank %u of %u: nccl: cudaMalloc: %s", c->rank,
+                               c->size, cudaGetErrorString(e));
+    }
+    e = cudaMemset(im->scratch, 0, sizeof(float)); /* sums of 0 stay 0 */
+    if (e != cudaSuccess)
+        return accel_error_set(err, ACCEL_EIO, "rank %u of %u: nccl: cudaMemset: %s", c->rank,
+                               c->size, cudaGetErrorString(e));
+    return ACCEL_OK;
+}
+
+/* Checks that a device is there and selects opts->cuda_device. */
+static enum accel_err open_device(const struct accel_comm *c, int want, struct nccl_impl *im,
+                                  struct accel_error *err)
+{
+    char why[256];
+    int n = comm__nccl_device_count(why, sizeof(why)), dev = 0;
+    cudaError_t e;
+
+    if (n == 0)
+        return accel_error_set(err, ACCEL_EUNSUPPORTED,
+                               "rank %u of %u: nccl: no CUDA device (%s); use the socket backend "
+                               "on CPUs",
+                               c->rank, c->size, why);
+    if (want >= n)
+        return accel_error_set(err, ACCEL_EINVAL,
+                               "rank %u of %u: nccl: CUDA device %d asked for, this process sees "
+                               "%d (CUDA_VISIBLE_DEVICES=%s)",
+                               c->rank, c->size, want, n,
+                               getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES")
+                                                              : "unset");
+    e = want >= 0 ? cudaSetDevice(want) : cudaGetDevice(&dev);
+    if (e != cudaSuccess)
+        return accel_error_set(err, ACCEL_EIO, "rank %u of %u: nccl: %s(%d): %s", c->rank, c->size,
+                               want >= 0 ? "cudaSetDevice" : "cudaGetDevice",
+                               want >= 0 ? want : dev, cudaGetErrorString(e));
+    im->device = want >= 0 ? want : dev;
+    return ACCEL_OK;
+}
+
+static enum accel_err nccl_split(struct accel_comm *c, int color, int key, struct accel_comm **out,
+                                 struct accel_error *err);
+
+static const struct accel_comm_ops nccl_ops = {
+    .name = "nccl",
+    .all_reduce = nccl_all_reduce,
+    .reduce_scatter = nccl_reduce_scatter,
+    .all_gather = nccl_all_gather,
+    .broadcast = nccl_broadcast,
+    .barrier = nccl_barrier,
+    .sync = nccl_sync,
+    .split = nccl_split,
+    .free = nccl_free,
+};
+
+enum accel_err accel_comm_nccl_init(struct accel_comm *c, const struct accel_comm_opts *opts,
+                                    struct accel_error *err)
+{
+    double t0 = now_s(), deadline = t0 + timeout_of(c);
+    struct nccl_impl *im = NULL;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    ncclUniqueId id;
+    struct board b;
+    enum accel_err rc;
+    ncclResult_t r;
+    bool have_id = false, peer_failed = false;
+
+    if (c->size == 0 || c->size > INT_MAX || c->rank >= c->size ||
+        (c->store == NULL && c->size > 1))
+        return accel_error_set(err, ACCEL_EINVAL, "nccl: rank %u of %u%s", c->rank, c->size,
+                               c->store == NULL ? ", no store" : "");
+    board_init(&b, c->store, c->prefix, "nccl/");
+    im = accel_calloc(1, sizeof(*im));
+    if (im == NULL) {
+        rc = accel_error_set(err, ACCEL_ENOMEM, "rank %u of %u: nccl: out of memory", c->rank,
+                             c->size);
+        goto out;
+    }
+    im->device = -1;
+    rc = open_device(c, opts != NULL ? opts->cuda_device : -1, im, err);
+    if (rc != ACCEL_OK)
+        goto out;
+    /* world 1 may come without a store: nothing to exchange */
+    if (c->store != NULL)
+        rc = comm__nccl_exchange_id(c->store, c->prefix, c->rank, c->size,
+                                    (unsigned char *)id.internal, err);
+    else
+        rc = comm__nccl_unique_id((unsigned char *)id.internal, err);
+    if (rc != ACCEL_OK) {
+        peer_failed = rc == ACCEL_EPEER; /* rank 0 told us: nothing to add */
+        have_id = c->rank == 0;          /* rank 0 published its failure already */
+        goto out;
+    }
+    have_id = true;
+    rc = setup_stream(c, im, opts != NULL ? opts->cuda_stream : NULL, err);
+    if (rc != ACCEL_OK)
+        goto out;
+
+    cfg.blocking = 0;
+    cfg.commName = c->prefix;
+    /* an error returned at once (no device usable by NCCL, a bad id) goes
+     * through wait_ready too, for one message format */
+    r = ncclCommInitRankConfig(&im->comm, (int)c->size, id, (int)c->rank, &cfg);
+    rc = wait_ready(c, im->comm, r, "init", t0, deadline, &b, &peer_failed, err);
+
+out:
+    if (rc != ACCEL_OK) {
+        const char *msg = err != NULL ? err->msg : accel_strerror(rc);
+        if (c->rank == 0 && !have_id && c->store != NULL)
+            publish_id_failure(c->store, c->prefix, msg);
+        else if (!peer_failed)
+            board_post(&b, msg);
+        release(im, true, 0);
+        c->impl = NULL;
+        return rc;
+    }
+    c->ops = &nccl_ops;
+    c->impl = im;
+    return ACCEL_OK;
+}
+
+static enum accel_err nccl_split(struct accel_comm *c, int color, int key, struct accel_comm **out,
+                                 struct accel_error *err)
+{
+    struct nccl_impl *pim = c->impl, *im = NULL;
+    struct accel_comm *child = NULL;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    ncclComm_t newcomm = NULL;
+    double t0 = now_s(), deadline = t0 + timeout_of(c);
+    unsigned gen = c->generation++;
+    char sub[48], why[512];
+    struct board b;
+    enum accel_err rc;
+    ncclResult_t r;
+    int nrank = 0, nsize = 0;
+    bool peer_failed = false;
+
+    *out = NULL;
+    if ((rc = check_async(c, "split", err)) != ACCEL_OK)
+        return rc;
+    snprintf(sub, sizeof(sub), "nccl/split%u/", gen);
+    board_init(&b, c->store, c->prefix, sub);
+    cfg.blocking = 0;
+    if (color >= 0) {
+        child = accel_calloc(1, sizeof(*child));
+        im = accel_calloc(1, sizeof(*im));
+        if (child == NULL || im == NULL) {
+            rc = accel_error_set(err, ACCEL_ENOMEM, "rank %u of %u: nccl: split: out of memory",
+                                 c->rank, c->size);
+            goto out; /* the other ranks time out in the split or see the board */
+        }
+        im->device = pim->device;
+        /* as the socket backend names them: split 0 of "c0/", color 3, is
+         * "c0/s0.3/" */
+        if (snprintf(child->prefix, sizeof(child->prefix), "%ss%u.%d/", c->prefix, gen, color) >=
+            (int)sizeof(child->prefix)) {
+            rc = accel_error_set(err, ACCEL_ETOOBIG,
+                                 "rank %u of %u: nccl: split: %s is split too deeply to name",
+                                 c->rank, c->size, c->prefix);
+            goto out;
+        }
+        cfg.commName = child->prefix;
+    }
+    /* Non-blocking: NCCL splits in a thread of its own and reports on the
+     * parent, whose state is ncclInProgress until then; newcomm is written
+     * by that thread when the split completes (NULL until then, and for
+     * NCCL_SPLIT_NOCOLOR). */
+    r = ncclCommSplit(pim->comm, color >= 0 ? color : NCCL_SPLIT_NOCOLOR, key, &newcomm, &cfg);
+    rc = wait_ready(c, pim->comm, r, "split", t0, deadline, &b, &peer_failed, err);
+    if (rc != ACCEL_OK || color < 0)
+        goto out;
+    if (newcomm == NULL) {
+        rc = accel_error_set(err, ACCEL_EIO, "rank %u of %u: nccl: split gave no communicator",
+                             c->rank, c->size);
+        goto out;
+    }
+    rc = wait_ready(c, newcomm, ncclInProgress, "split", t0, deadline, &b, &peer_failed, err);
+    if (rc != ACCEL_OK)
+        goto out;
+    if ((r = ncclCommUserRank(newcomm, &nrank)) != ncclSuccess ||
+        (r = ncclCommCount(newcomm, &nsize)) != ncclSuccess) {
+        rc = accel_error_set(err, nccl_code(r), "rank %u of %u: nccl: split: %s", c->rank, c->size,
+                             nccl_why(r, newcomm, why, sizeof(why)));
+        goto out;
+    }
+    im->comm = newcomm;
+    newcomm = NULL;
+    /* the child queues on the caller's stream when the parent does; else on
+     * a stream of its own */
+    rc = setup_stream(c, im, pim->own_stream ? NULL : (void *)pim->stream, err);
+    if (rc != ACCEL_OK)
+        goto out;
+    child->ops = &nccl_ops;
+    child->rank = (unsigned)nrank;
+    child->size = (unsigned)nsize;
+    child->timeout_s = c->timeout_s;
+    child->store = c->store;
+    child->impl = im;
+    *out = child;
+    return ACCEL_OK;
+
+out:
+    if (rc != ACCEL_OK) {
+        if (!peer_failed)
+            board_post(&b, err != NULL ? err->msg : accel_strerror(rc));
+        /* the parent first: its abort stops and joins NCCL's split thread,
+         * which may still write newcomm; a split that failed leaves the
+         * parent's state unknown anyway */
+        fail_comm(c);
+        if (newcomm != NULL)
+            (void)ncclCommAbort(newcomm);
+    }
+    release(im, true, 0);
+    accel_free(child);
+    return rc;
+}
