@@ -172,12 +172,31 @@ $(BUILD)/tests/fuzz_%_replay: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/test
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
+# Multi-process programs started by a launcher (srun, accelrun launch) in
+# the Slurm lab and the CLI tests.
+PROG_SRC := $(wildcard tests/comm/*.c)
+PROG_BIN := $(PROG_SRC:tests/comm/%.c=$(BUILD)/tests/%)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/comm/%.o $(LIBA)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LIBS)
+
+# nccl.c against a scripted stand-in for NCCL and CUDA (no GPU needed).
+ifneq ($(HAVE_NCCL),)
+$(BUILD)/obj/tests/gpu/nccl_fake.o: override CFLAGS += -isystem $(CUDA_HOME)/include
+$(BUILD)/tests/test_nccl_fake: $(BUILD)/obj/tests/gpu/nccl_fake.o $(HARNESS_OBJ) $(LIBA)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(CJSON_LIBS) $(PLUGIN_LIBS) -pthread
+UNIT_BIN += $(BUILD)/tests/test_nccl_fake
+endif
+
 # ---------------------------------------------------------------- tests
 deps:
 	$(Q)sh scripts/deps.sh test
 
 # The unit tests double as the golden tests (test_golden reads tests/golden/).
-unit: $(UNIT_BIN) $(CLI)
+unit: $(UNIT_BIN) $(CLI) $(PROG_BIN)
 	$(Q)sh tests/run_unit.sh $(BUILD)/tests
 
 fuzz-replay: $(FUZZ_REPLAY)
@@ -195,7 +214,7 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory test-slurm
 
 # The two-node Slurm lab (root, network namespaces; says SKIP and why elsewhere).
-test-slurm: all
+test-slurm: all $(PROG_BIN)
 	$(Q)bash tests/slurm/run.sh $(SPANK_SO) $(CLI)
 
 check: test
