@@ -215,7 +215,7 @@ test: deps
 
 # The two-node Slurm lab (root, network namespaces; says SKIP and why elsewhere).
 test-slurm: all $(PROG_BIN)
-	$(Q)bash tests/slurm/run.sh $(SPANK_SO) $(CLI)
+	$(Q)bash tests/slurm/run.sh $(SPANK_SO) $(CLI) $(BUILD)/tests/comm_check
 
 check: test
 

@@ -4,7 +4,7 @@
  * (`srun --accel-config`, `accelrun launch`): it reads only the accelerate
  * environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
  *
- *   comm_check [--backend socket|nccl] [--sizes N,N,...]
+ *   comm_check [--backend socket|nccl] [--sizes N,N,...] [--die R]
  *
  * Every operation, type and size, in place and out of place, against the
  * answer each rank computes alone.  The inputs are small integers (rank and
@@ -12,8 +12,11 @@
  * is bit for bit whatever the reduction order; the order's own
  * reproducibility is tests/unit/test_comm.c's.  Prints one line per rank,
  * "comm_check: rank R of W (host H): N checks passed", and exits 0, or names
- * the first mismatch and exits 1.
+ * the first mismatch and exits 1.  --die R: rank R kills itself (SIGKILL)
+ * just before the first all_reduce of the largest size, so the others are
+ * inside that collective when it goes; they must fail, naming it.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +80,8 @@ static float get(const void *buf, enum accel_dtype t, size_t i)
 struct ctx {
     struct accel_comm *c;
     unsigned rank, world;
+    long die;   /* the rank that kills itself, -1 none */
+    size_t max; /* the largest size */
     unsigned long checks;
     char host[64];
 };
@@ -101,6 +106,11 @@ static int check_all_reduce(struct ctx *x, enum accel_dtype t, size_t n, void *a
 {
     struct accel_error e;
 
+    if (x->die == (long)x->rank && n == x->max) {
+        fprintf(stderr, "comm_check: rank %u: dying on purpose before all_reduce of %zu\n", x->rank,
+                n);
+        raise(SIGKILL);
+    }
     for (int inplace = 0; inplace < 2; inplace++) {
         for (int avg = 0; avg < 2; avg++) {
             for (size_t i = 0; i < n; i++)
@@ -194,14 +204,18 @@ int main(int argc, char **argv)
     int rc = 0;
 
     opts.cuda_device = -1;
+    x.die = -1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc) {
             opts.backend = argv[++i];
+        } else if (strcmp(argv[i], "--die") == 0 && i + 1 < argc) {
+            x.die = strtol(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
             for (char *s = argv[++i], *end; *s && nsizes < 32; s = *end ? end + 1 : end)
                 sizes[nsizes++] = strtoul(s, &end, 10);
         } else {
-            fprintf(stderr, "usage: comm_check [--backend socket|nccl] [--sizes N,N,...]\n");
+            fprintf(stderr,
+                    "usage: comm_check [--backend socket|nccl] [--sizes N,N,...] [--die R]\n");
             return 2;
         }
     }
@@ -224,6 +238,7 @@ int main(int argc, char **argv)
     }
     for (size_t k = 0; k < nsizes; k++)
         max = sizes[k] > max ? sizes[k] : max;
+    x.max = max;
     {
         /* room for world * max elements of 4 bytes, twice */
         char *a = accel_malloc(4 * (max * x.world + 1)), *b = accel_malloc(4 * (max * x.world + 1));

@@ -6,6 +6,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 abspath() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac }
 PLUGIN=$(abspath "${1:-$ROOT/build/spank/accelrun.so}")
 CLI=$(abspath "${2:-$ROOT/build/bin/accelrun}")
+COMM_CHECK=$(abspath "${3:-$(dirname "$CLI")/../tests/comm_check}")
 LAB=$HERE/lab.sh
 CHECK="/usr/bin/python3 $HERE/check.py"
 LAB_USER=alice

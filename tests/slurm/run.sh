@@ -631,6 +631,35 @@ else
     fi
 fi
 
+# v. core/bootstrap + core/comm across the two hosts: build/tests/comm_check
+# in 4 tasks reads only the plugin's environment, meets at MASTER_ADDR:
+# MASTER_PORT, and checks every collective, type and size against its own
+# answer; then rank 2 kills itself inside the largest all_reduce and the
+# other ranks, on both hosts, fail naming it instead of hanging.
+"$LAB" plugstack $BASE_ARGS >/dev/null 2>&1 || bad "v: plugstack restored"
+if [ -x "$COMM_CHECK" ]; then
+    install -m 755 "$COMM_CHECK" "$W/comm_check"
+    A "$W" 120 srun -N2 -n4 --accel-config=cfg-t.yaml "$W/comm_check"
+    if ran "v1: srun -N2 -n4 comm_check (socket backend, 2 hosts)"; then
+        if [ "$(printf '%s\n' "$out" | grep -c 'checks passed')" -eq 4 ] &&
+            printf '%s\n' "$out" | grep -q '(host n1, socket)' &&
+            printf '%s\n' "$out" | grep -q '(host n2, socket)'; then
+            ok "v1: all 4 ranks on n1 and n2 passed every check ($(printf '%s\n' "$out" | grep -m1 -o '[0-9]* checks passed'))"
+        else
+            bad "v1: all 4 ranks on n1 and n2 passed every check" "$out"
+        fi
+    fi
+    A "$W" 120 srun -N2 -n4 --kill-on-bad-exit=0 --accel-config=cfg-t.yaml \
+        --export=ALL,ACCELRUN_TIMEOUT=30 "$W/comm_check" --die 2
+    if [ "$rc" -ne 0 ] && [ "$(printf '%s\n' "$out" | grep -c 'ACCEL_EPEER: .*rank 2 (')" -eq 3 ]; then
+        ok "v2: rank 2 killed mid-all_reduce: ranks 0, 1, 3 fail with ACCEL_EPEER naming rank 2"
+    else
+        bad "v2: rank 2 killed mid-all_reduce: ranks 0, 1, 3 fail with ACCEL_EPEER naming rank 2 (exit $rc)" "$out"
+    fi
+else
+    bad "v: $COMM_CHECK is missing (make builds it)"
+fi
+
 # n. a bad plugstack argument breaks only the jobs that use --accel-config
 out=$("$LAB" plugstack port_base=abc $BASE_ARGS 2>&1)
 if [ $? -ne 0 ]; then
