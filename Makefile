@@ -81,7 +81,7 @@ HAVE_NCCL  :=
 else
 HAVE_NCCL  := $(and $(wildcard $(CUDA_HOME)/include/nccl.h),$(wildcard $(CUDA_HOME)/include/cuda_runtime.h))
 endif
-RUNTIME_SRC := $(filter-out $(NCCL_SRC),$(wildcard core/bootstrap/*.c core/comm/*.c))
+RUNTIME_SRC := $(filter-out $(NCCL_SRC),$(wildcard core/bootstrap/*.c core/comm/*.c core/shard/*.c))
 ifneq ($(HAVE_NCCL),)
 RUNTIME_SRC += $(NCCL_SRC)
 CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))
@@ -91,6 +91,10 @@ override CFLAGS += -DACCEL_HAVE_NCCL=1
 endif
 RUNTIME_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o)
 LIBS       := $(PLUGIN_LIBS) $(CUDA_LIBS) -pthread
+
+TRAINER_SRC := $(wildcard examples/gpt/*.c)
+TRAINER_OBJ := $(TRAINER_SRC:%.c=$(BUILD)/obj/%.o)
+TRAINER     := $(if $(TRAINER_SRC),$(BUILD)/bin/train_gpt)
 
 CLI_SRC    := $(wildcard cli/*.c)
 CLI_OBJ    := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
@@ -122,7 +126,7 @@ SLURM_PLUGINDIR ?= /usr/lib/$(MULTIARCH)/slurm-wlm
 .DEFAULT_GOAL := all
 .SECONDARY:
 
-all: $(CLI) $(LIBA) $(LIBSO) spank
+all: $(CLI) $(LIBA) $(LIBSO) spank $(TRAINER)
 ifeq ($(HAVE_NCCL),)
 	@echo "  SKIP    core/comm/nccl.c: $(if $(filter 1,$(NO_CUDA)),NO_CUDA=1,no nccl.h and cuda_runtime.h under $(CUDA_HOME)) (the socket backend is built)"
 endif
@@ -171,6 +175,12 @@ $(BUILD)/tests/fuzz_%_replay: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/test
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# The example trainer (examples/gpt/): public API only.
+$(BUILD)/bin/train_gpt: $(TRAINER_OBJ) $(LIBA)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(TRAINER_OBJ) $(LIBA) $(LIBS)
 
 # Multi-process programs started by a launcher (srun, accelrun launch) in
 # the Slurm lab and the CLI tests.
