@@ -121,7 +121,7 @@ enum accel_err accel_bootstrap_init(struct accel_bootstrap *b, struct accel_erro
                                    "folder (file:/shared/folder)",
                                    method);
         o.dir = method + 5;
-        o.nonce = env_nonce(o.dir, "");
+        o.nonce = b->nonce = env_nonce(o.dir, "");
         return accel_store_open_dir(&b->store, &o, err);
     }
     if (method != NULL && strcmp(method, "tcp") != 0)
@@ -133,7 +133,7 @@ enum accel_err accel_bootstrap_init(struct accel_bootstrap *b, struct accel_erro
         return rc;
     o.host = addr;
     o.port = port;
-    o.nonce = env_nonce(addr, getenv("MASTER_PORT"));
+    o.nonce = b->nonce = env_nonce(addr, getenv("MASTER_PORT"));
     if (b->rank == 0) {
         struct accel_store_server_opts so = {0};
         so.port = port;
@@ -154,7 +154,7 @@ void accel_bootstrap_free(struct accel_bootstrap *b)
 {
     if (b == NULL)
         return;
-    if (b->store != NULL && b->world > 1) {
+    if (b->store != NULL && b->world > 1 && !b->failed) {
         /* Rank 0 must not take the server away while another rank is still
          * reading from it: everybody meets once more, briefly. */
         struct accel_error err;

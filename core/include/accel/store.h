@@ -29,6 +29,7 @@
 #ifndef ACCEL_STORE_H
 #define ACCEL_STORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -156,6 +157,8 @@ struct accel_bootstrap {
     struct accel_store_server *server; /* rank 0 with tcp, else NULL */
     struct accel_store *store;
     double timeout_s;
+    uint64_t nonce; /* the job nonce, for accel_comm_opts.nonce */
+    bool failed;    /* set by the caller after a peer failed: free skips the closing barrier */
 };
 
 /* Reads the environment, starts the server on rank 0 (tcp) and connects.
