@@ -26,6 +26,12 @@
  *                                      clipping, fp16 loss-scale check, the
  *                                      optimizer on this rank's slices
  *
+ * Gradient scale: accel_shard_reduce averages over ranks, and only over
+ * ranks.  Each micro-step's loss gradient is the trainer's to scale: by
+ * 1/grad_accum (as accelerate's backward() divides the loss) and, with fp16,
+ * by accel_shard_loss_scale().  With that, k micro-steps of batch B equal one
+ * step of batch kB.
+ *
  * Precision (ACCELERATE_MIXED_PRECISION): "no" gathers and reduces fp32;
  * "bf16" and "fp16" gather the compute copy and reduce the gradients in that
  * type (halving the traffic; each reduction accumulates in fp32 and rounds
@@ -41,8 +47,14 @@
  * SHARD_GRAD_OP (parameters kept gathered from forward to backward),
  * NO_SHARD (every rank holds everything; gradients all-reduced).
  *
+ * Buffers are host memory: the communicator must use the socket backend
+ * (accel_shard_init refuses nccl with ACCEL_EUNSUPPORTED).  The socket
+ * backend is synchronous, so nothing overlaps: accel_shard_gather(u + 1)
+ * called early is where a backend with streams would prefetch (docs/shard.md).
+ *
  * Ownership: accel_shard_init copies the unit specs; accel_shard_free frees
- * everything.  The communicator stays the caller's.
+ * everything.  The communicator stays the caller's and must outlive the
+ * shard.  Not thread-safe: one thread drives a shard.
  */
 #ifndef ACCEL_SHARD_H
 #define ACCEL_SHARD_H
@@ -56,52 +68,79 @@
 
 #define ACCEL_SHARD_MAX_UNITS 4096
 #define ACCEL_SHARD_MAX_PARAMS 65536 /* parameters (tensors) over all units */
+#define ACCEL_SHARD_MAX_NAME 256     /* bytes of a unit's or parameter's name */
+#define ACCEL_SHARD_MAX_ACCUM 65536  /* ACCELERATE_GRADIENT_ACCUMULATION_STEPS */
+/* A unit is padded to a multiple of world size x ACCEL_SHARD_ALIGN elements,
+ * so every slice starts 64-byte aligned in fp32 and 32-byte aligned in 16
+ * bits, and NO_SHARD's all-reduce blocks are exactly the slices. */
+#define ACCEL_SHARD_ALIGN 16
 
 enum accel_shard_strategy { ACCEL_FULL_SHARD, ACCEL_SHARD_GRAD_OP, ACCEL_NO_SHARD };
 enum accel_optimizer { ACCEL_ADAMW, ACCEL_SGD };
 
 struct accel_shard_opts {
-    enum accel_dtype compute;          /* F32 ("no"), BF16, F16 */
+    /* F32 ("no"), BF16, F16: the type of the compute copy and of the
+     * gradient reduction */
+    enum accel_dtype compute;
     enum accel_shard_strategy strategy;
-    unsigned grad_accum;               /* micro-steps per step, >= 1 */
-    double max_grad_norm;              /* clip the global norm to this; 0 = no clipping */
+    /* micro-steps per step, >= 1: for the trainer (see "Gradient scale") */
+    unsigned grad_accum;
+    /* clip the global norm to this; 0 = no clipping */
+    double max_grad_norm;
     enum accel_optimizer optimizer;
-    double lr, beta1, beta2, eps, weight_decay; /* AdamW (decoupled weight decay) */
-    double momentum;                   /* SGD */
-    double loss_scale;                 /* fp16: initial scale (default 65536) */
-    unsigned scale_window;             /* fp16: good steps before the scale doubles (default 2000) */
+    /* AdamW: decoupled weight decay.  SGD: lr and weight_decay too, the
+     * decay as L2 added to the gradient (torch.optim.SGD) */
+    double lr, beta1, beta2, eps, weight_decay;
+    /* SGD: heavy-ball momentum, 0 = none (and no buffer) */
+    double momentum;
+    /* fp16: initial scale, a power of two (default 65536), and the good
+     * steps before it doubles (default 2000) */
+    double loss_scale;
+    unsigned scale_window;
 };
 
+/* The defaults below, without reading the environment. */
+void accel_shard_opts_default(struct accel_shard_opts *o);
+
 /* Defaults (AdamW lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 0.01,
- * FULL_SHARD, fp32, no accumulation, no clipping), then the environment:
- * ACCELERATE_MIXED_PRECISION (no|bf16|fp16), FSDP_SHARDING_STRATEGY
- * (FULL_SHARD|SHARD_GRAD_OP|NO_SHARD, or accelerate's numbers 1|2|3),
- * ACCELERATE_GRADIENT_ACCUMULATION_STEPS.  A value it does not support
- * (fp8, HYBRID_SHARD, ...) is ACCEL_EUNSUPPORTED, a malformed one
- * ACCEL_EINVAL; the message names the variable, its value and what is
- * supported. */
+ * FULL_SHARD, fp32, no accumulation, no clipping), then the environment as
+ * accelerate's FSDP plugin reads it (docs/shard.md has the table):
+ * ACCELERATE_MIXED_PRECISION (no|bf16|fp16, lowercase), FSDP_VERSION (1|2),
+ * FSDP_SHARDING_STRATEGY (FSDP1: FULL_SHARD|SHARD_GRAD_OP|NO_SHARD, any case,
+ * or accelerate's numbers 1|2|3), FSDP_RESHARD_AFTER_FORWARD (FSDP2: a truth
+ * value, true = FULL_SHARD, false = SHARD_GRAD_OP), FSDP_OFFLOAD_PARAMS (false
+ * only), ACCELERATE_GRADIENT_ACCUMULATION_STEPS (1..ACCEL_SHARD_MAX_ACCUM),
+ * ACCELERATE_GRADIENT_CLIPPING (a number >= 0, or "auto" = leave it).  A
+ * value it does not support (fp8, HYBRID_SHARD, offload, ...) is
+ * ACCEL_EUNSUPPORTED, a malformed one ACCEL_EINVAL, one over 64 bytes
+ * ACCEL_ETOOBIG; the message names the variable, its value and what is
+ * supported, and err->key holds the variable's name.  *o is filled even on
+ * error (defaults and the values read before the bad one). */
 enum accel_err accel_shard_opts_from_env(struct accel_shard_opts *o,
                                          struct accel_error *err) ACCEL_WUR;
 
 /* One parameter tensor: its name (for checkpoints) and shape. */
 struct accel_shard_param {
     const char *name;
-    unsigned ndim;     /* 1..4 */
+    unsigned ndim; /* 1..4 */
     size_t shape[4];
 };
 
 struct accel_shard_unit {
-    const char *name;                        /* "h.3" */
-    const struct accel_shard_param *params;  /* packed in this order */
+    const char *name;                       /* "h.3" */
+    const struct accel_shard_param *params; /* packed in this order */
     size_t nparams;
 };
 
 struct accel_shard;
 
 /* Lays out the units over the communicator's ranks and allocates this
- * rank's slices (master weights zeroed; see accel_shard_set_full).  Errors:
- * ACCEL_EINVAL (an empty unit, a zero dimension, bad options), ACCEL_ETOOBIG
- * (caps, sizes that overflow), ACCEL_ENOMEM. */
+ * rank's slices (master weights zeroed; see accel_shard_set_full), then
+ * checks that every rank passed the same units and options (one all-gather
+ * of a hash).  Collective.  Errors: ACCEL_EINVAL (an empty unit, a zero
+ * dimension, a NULL name, bad options, ranks that disagree), ACCEL_ETOOBIG
+ * (caps, sizes that overflow), ACCEL_EUNSUPPORTED (not the socket backend),
+ * ACCEL_ENOMEM, and the communicator's errors. */
 enum accel_err accel_shard_init(struct accel_shard **out, struct accel_comm *comm,
                                 const struct accel_shard_unit *units, size_t nunits,
                                 const struct accel_shard_opts *opts,
@@ -111,6 +150,9 @@ enum accel_err accel_shard_init(struct accel_shard **out, struct accel_comm *com
  * inside the unit's flat buffer. */
 size_t accel_shard_unit_numel(const struct accel_shard *s, size_t u);
 size_t accel_shard_param_offset(const struct accel_shard *s, size_t u, size_t p);
+/* Padded length of unit u (a multiple of world size x ACCEL_SHARD_ALIGN). */
+size_t accel_shard_unit_padded(const struct accel_shard *s, size_t u);
+size_t accel_shard_nunits(const struct accel_shard *s);
 
 /* Sets unit u's master weights from the full fp32 values `full` (numel
  * elements, the same on every rank: e.g. initialised from one seed); each
@@ -123,26 +165,49 @@ enum accel_err accel_shard_set_full(struct accel_shard *s, size_t u, const float
  * padding).  For checkpoints. */
 float *accel_shard_master(struct accel_shard *s, size_t u, size_t *begin, size_t *end);
 
+/* This rank's slice of unit u's optimizer state k, over the same range as
+ * accel_shard_master: AdamW k = 0 the first moment, k = 1 the second; SGD
+ * k = 0 the momentum buffer.  NULL where there is none (SGD without
+ * momentum, k out of range).  For checkpoints; writable, to load one. */
+float *accel_shard_optim_state(struct accel_shard *s, size_t u, unsigned k);
+
+/* Resumes from a checkpoint: sets the optimizer step count (AdamW's bias
+ * correction, SGD's momentum start) and the fp16 loss scale as a run
+ * recorded them (accel_shard_stats.step, .loss_scale), once the master
+ * weights and the optimizer state were written through accel_shard_master
+ * and accel_shard_optim_state.  Between steps; drops gathered copies, so the
+ * next gather sees the loaded weights.  Local.  Errors: ACCEL_EINVAL (fp16:
+ * a scale that is not a power of two in [1, 2^64]; otherwise not 1). */
+enum accel_err accel_shard_restore(struct accel_shard *s, unsigned long step, double loss_scale,
+                                   struct accel_error *err) ACCEL_WUR;
+
 /* Gathers unit u's full parameters (in the compute type, as fp32 values).
  * Collective over the communicator, in the same unit order on every rank.
  * A no-op when they are already gathered. */
-enum accel_err accel_shard_gather(struct accel_shard *s, size_t u, struct accel_error *err) ACCEL_WUR;
+enum accel_err accel_shard_gather(struct accel_shard *s, size_t u,
+                                  struct accel_error *err) ACCEL_WUR;
 
 /* The gathered parameters of unit u (numel fp32 values), NULL when not
- * gathered; and its full gradient buffer (numel fp32), which backward ADDS
- * into, allocated and zeroed on first use in a step. */
+ * gathered (and after accel_shard_step, which makes every gathered copy
+ * stale); and its full gradient buffer (numel fp32), which backward ADDS
+ * into, allocated and zeroed on first use in a step (NULL when that
+ * allocation fails).  Write only the first numel elements. */
 const float *accel_shard_params(struct accel_shard *s, size_t u);
 float *accel_shard_grads(struct accel_shard *s, size_t u);
 
-/* Frees unit u's gathered parameters when the strategy does not keep them
- * (FULL_SHARD).  Never communicates. */
+/* Frees unit u's gathered parameters when the strategy does not keep them:
+ * FULL_SHARD always; SHARD_GRAD_OP once unit u's gradient was reduced in this
+ * step (after the last backward); NO_SHARD never.  Never communicates. */
 void accel_shard_release(struct accel_shard *s, size_t u);
 
 /* After unit u's backward on a micro-step: on the last micro-step of a step,
- * reduce-scatters (averages) its gradient into this rank's slice and frees
- * the full gradient; on earlier micro-steps does nothing (the gradient keeps
+ * reduce-scatters (averages over ranks) its gradient in the compute type
+ * into this rank's slice (NO_SHARD: all-reduces it) and frees the full
+ * gradient; on earlier micro-steps does nothing (the gradient keeps
  * accumulating locally, no communication).  `last` is the caller's, so the
- * trainer decides the micro-step count. */
+ * trainer decides the micro-step count.  With `last`, collective: every rank
+ * calls it for the same units in the same order, a rank with no gradient for
+ * the unit too (it sends zeros). */
 enum accel_err accel_shard_reduce(struct accel_shard *s, size_t u, bool last,
                                   struct accel_error *err) ACCEL_WUR;
 
@@ -153,9 +218,14 @@ struct accel_shard_stats {
     unsigned long step; /* optimizer steps taken */
 };
 
-/* The optimizer step on this rank's slices: all-reduces the squared norms
- * (one fp32 value per rank... summed in a fixed order), clips, unscales,
- * updates, zeroes the slice gradients.  Collective. */
+/* The optimizer step on this rank's slices: each rank's sum of squares of
+ * its gradient slices in fp64, all-gathered and summed in rank order on
+ * every rank (so every rank derives the same norm, clip factor and skip
+ * decision, bit for bit); then unscales and clips (one multiply), updates,
+ * zeroes the slice gradients and marks gathered parameters stale.  fp16: a
+ * non-finite norm skips the update on every rank and halves the scale (not
+ * below 1).  Collective.  Errors: ACCEL_EINVAL (a unit's gradient was not
+ * reduced with last = true), the communicator's. */
 enum accel_err accel_shard_step(struct accel_shard *s, struct accel_shard_stats *st,
                                 struct accel_error *err) ACCEL_WUR;
 
@@ -169,6 +239,12 @@ double accel_shard_loss_scale(const struct accel_shard *s);
  * the most it held since init: for the memory benchmark. */
 size_t accel_shard_bytes(const struct accel_shard *s, size_t *peak);
 
+/* Collectives this rank has issued and the bytes it passed into them (the
+ * send buffers' sizes), since init: to check that non-final micro-steps send
+ * nothing, and for the benchmark. */
+void accel_shard_traffic(const struct accel_shard *s, uint64_t *calls, uint64_t *bytes);
+
+/* Frees everything; NULL is allowed. */
 void accel_shard_free(struct accel_shard *s);
 
 #endif
