@@ -1,0 +1,28 @@
+/*
+ * args.h: train_gpt's command line.  Parsing only: every value is checked
+ * for form and range here; whether the sizes fit the world size is the
+ * trainer's check.
+ */
+#ifndef GPT_ARGS_H
+#define GPT_ARGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct gpt_args {
+    size_t steps, batch, seq, layers, channels, heads;
+    double lr, min_lr_frac, clip;
+    size_t warmup; /* steps of linear warmup */
+    uint64_t seed;
+    const char *loss_log; /* rank 0 writes "step loss" lines; NULL = none */
+    const char *data;
+    size_t eval_every;   /* steps between validation passes; 0 = only at the end */
+    size_t eval_batches; /* global batches of validation sequences */
+    size_t print_every;  /* 0 = about 20 lines a run */
+};
+
+/* Fills defaults, then parses argv.  Returns 0 to train, 1 when --help was
+ * printed, -1 on a usage error (printed to stderr). */
+int gpt_args_parse(struct gpt_args *a, int argc, char **argv);
+
+#endif

@@ -1,0 +1,404 @@
+/*
+ * train.c: train_gpt, the example native trainer: one process per rank, the
+ * accelerate environment in, libaccelrun's bootstrap, communicator and
+ * sharded data-parallel runtime underneath, the model of model.h on top.
+ *
+ * A step: for each micro-step, the rank's slice of the global batch goes
+ * forward unit by unit (gather, forward, release) and backward in reverse
+ * (gather, backward adding into the unit's gradient, reduce on the last
+ * micro-step, release); then accel_shard_step updates this rank's slices.
+ * The loss printed is the mean over every token of the global batch
+ * (all-reduced, fixed ring order).  Rank 0 prints the progress lines and
+ * writes --loss-log; every rank prints its memory at exit for bench/train.sh.
+ * What this file does not do: kernels (kernels.c), units (model.c), data
+ * (data.c), flags (args.c).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "accel/comm.h"
+#include "accel/err.h"
+#include "accel/shard.h"
+#include "accel/store.h"
+
+#include "args.h"
+#include "data.h"
+#include "model.h"
+
+struct trainer {
+    struct gpt_args a;
+    struct accel_bootstrap boot;
+    struct accel_comm *comm;
+    struct accel_shard *shard;
+    struct accel_shard_opts opts;
+    struct gpt_model m;
+    struct gpt_data data;
+    unsigned rank, world;
+    size_t micro; /* sequences per micro-step on this rank */
+    size_t accum; /* micro-steps per step */
+    FILE *log;
+    struct accel_error err;
+    const char *what; /* the failing step, for the message */
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A "VmXXX:  N kB" line of /proc/self/status, in KiB; 0 when unreadable. */
+static unsigned long status_kb(const char *field)
+{
+    char line[256];
+    unsigned long kb = 0;
+    size_t n = strlen(field);
+    FILE *f = fopen("/proc/self/status", "r");
+
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, field, n) && line[n] == ':') {
+            kb = strtoul(line + n + 1, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return kb;
+}
+
+/* Linear warmup to lr, then cosine down to lr * min_lr_frac at the last step. */
+static double lr_at(const struct gpt_args *a, size_t step)
+{
+    double lo = a->lr * a->min_lr_frac;
+
+    if (step < a->warmup)
+        return a->lr * (double)(step + 1) / (double)a->warmup;
+    if (a->steps <= a->warmup + 1)
+        return a->lr;
+    double p = (double)(step - a->warmup) / (double)(a->steps - 1 - a->warmup);
+    return lo + 0.5 * (a->lr - lo) * (1.0 + cos(3.14159265358979323846 * p));
+}
+
+static int fail(struct trainer *t, const char *what)
+{
+    t->what = what;
+    return -1;
+}
+
+/* Forward of every unit on the micro-batch in t->m; the head stays gathered
+ * when backward follows (FSDP does not reshard the last unit either). */
+static int forward(struct trainer *t, bool then_backward)
+{
+    for (size_t u = 0; u < t->m.nunits; u++) {
+        if (accel_shard_gather(t->shard, u, &t->err) != ACCEL_OK)
+            return fail(t, "gather (forward)");
+        gpt_forward(&t->m, u, accel_shard_params(t->shard, u));
+        if (!(then_backward && u + 1 == t->m.nunits))
+            accel_shard_release(t->shard, u);
+    }
+    return 0;
+}
+
+static int backward(struct trainer *t, float dloss, bool last)
+{
+    for (size_t u = t->m.nunits; u-- > 0;) {
+        if (accel_shard_gather(t->shard, u, &t->err) != ACCEL_OK)
+            return fail(t, "gather (backward)");
+        float *g = accel_shard_grads(t->shard, u);
+        if (!g) {
+            accel_error_set(&t->err, ACCEL_ENOMEM, "no gradient buffer for unit %zu", u);
+            return fail(t, "grads");
+        }
+        gpt_backward(&t->m, u, accel_shard_params(t->shard, u), g, dloss);
+        if (accel_shard_reduce(t->shard, u, last, &t->err) != ACCEL_OK)
+            return fail(t, "reduce");
+        accel_shard_release(t->shard, u);
+    }
+    return 0;
+}
+
+/* Global mean of a per-rank mean (every rank has the same token count). */
+static int global_mean(struct trainer *t, double local, float *out)
+{
+    float x = (float)local;
+
+    if (accel_all_reduce(t->comm, &x, &x, 1, ACCEL_F32, ACCEL_AVG, &t->err) != ACCEL_OK)
+        return fail(t, "all_reduce (loss)");
+    *out = x;
+    return 0;
+}
+
+/* One optimizer step; *loss is the global mean training loss. */
+static int train_step(struct trainer *t, size_t step, float *loss, struct accel_shard_stats *st)
+{
+    size_t B = t->micro, T = t->a.seq, N = B * T;
+    double sum = 0;
+    float dloss = (float)(accel_shard_loss_scale(t->shard) / (double)(N * t->accum));
+
+    accel_shard_set_lr(t->shard, lr_at(&t->a, step));
+    for (size_t k = 0; k < t->accum; k++) {
+        /* this rank's contiguous slice of the global batch, micro-step k of it */
+        size_t first = (size_t)t->rank * B * t->accum + k * B;
+        for (size_t i = 0; i < B; i++)
+            gpt_data_train_seq(&t->data, t->a.seed, step, first + i, T, t->m.tok + i * T,
+                               t->m.tgt + i * T);
+        if (forward(t, true))
+            return -1;
+        sum += t->m.loss_sum;
+        if (backward(t, dloss, k + 1 == t->accum))
+            return -1;
+    }
+    if (accel_shard_step(t->shard, st, &t->err) != ACCEL_OK)
+        return fail(t, "step");
+    return global_mean(t, sum / (double)(N * t->accum), loss);
+}
+
+/* Validation: eval_batches global batches of fixed windows, each rank its
+ * slice, forward only. */
+static int evaluate(struct trainer *t, float *loss)
+{
+    size_t B = t->micro, T = t->a.seq, N = B * T;
+    size_t count = t->a.eval_batches * t->a.batch, per_rank = count / t->world;
+    double sum = 0;
+
+    for (size_t k = 0; k < per_rank / B; k++) {
+        size_t first = (size_t)t->rank * per_rank + k * B;
+        for (size_t i = 0; i < B; i++)
+            gpt_data_val_seq(&t->data, first + i, count, T, t->m.tok + i * T, t->m.tgt + i * T);
+        if (forward(t, false))
+            return -1;
+        sum += t->m.loss_sum;
+    }
+    return global_mean(t, sum / (double)(N * (per_rank / B)), loss);
+}
+
+static int setup(struct trainer *t)
+{
+    struct accel_comm_opts co = {.backend = "socket"};
+    struct gpt_config cfg = {.T = t->a.seq, .C = t->a.channels, .L = t->a.layers, .NH = t->a.heads};
+    char why[512];
+
+    if (accel_bootstrap_init(&t->boot, &t->err) != ACCEL_OK)
+        return fail(t, "bootstrap (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)");
+    t->rank = t->boot.rank;
+    t->world = t->boot.world;
+    co.timeout_s = t->boot.timeout_s;
+    if (accel_comm_init(&t->comm, t->boot.store, t->rank, t->world, &co, &t->err) != ACCEL_OK)
+        return fail(t, "communicator");
+    if (accel_shard_opts_from_env(&t->opts, &t->err) != ACCEL_OK)
+        return fail(t, "accelerate environment");
+    t->opts.lr = t->a.lr;
+    t->opts.max_grad_norm = t->a.clip;
+    t->accum = t->opts.grad_accum ? t->opts.grad_accum : 1;
+    if (t->a.batch % ((size_t)t->world * t->accum)) {
+        accel_error_set(&t->err, ACCEL_EINVAL,
+                        "--batch %zu is not a multiple of world size %u x gradient accumulation "
+                        "%zu",
+                        t->a.batch, t->world, t->accum);
+        return fail(t, "batch");
+    }
+    t->micro = t->a.batch / ((size_t)t->world * t->accum);
+    if ((t->a.eval_batches * t->a.batch / t->world) % t->micro) {
+        accel_error_set(&t->err, ACCEL_EINVAL,
+                        "--eval-batches %zu does not split into micro-batches", t->a.eval_batches);
+        return fail(t, "batch");
+    }
+    if (gpt_data_load(&t->data, t->a.data, why, sizeof why)) {
+        accel_error_set(&t->err, ACCEL_EIO, "%s", why);
+        return fail(t, "data");
+    }
+    if (t->a.seq + 2 > t->data.n - t->data.ntrain) {
+        accel_error_set(&t->err, ACCEL_EINVAL, "--seq %zu is longer than the validation split",
+                        t->a.seq);
+        return fail(t, "data");
+    }
+    if (gpt_init(&t->m, &cfg, t->micro, t->opts.compute == ACCEL_BF16, why, sizeof why)) {
+        accel_error_set(&t->err, ACCEL_EINVAL, "%s", why);
+        return fail(t, "model");
+    }
+    if (accel_shard_init(&t->shard, t->comm, t->m.units, t->m.nunits, &t->opts, &t->err) !=
+        ACCEL_OK)
+        return fail(t, "shard init");
+    for (size_t u = 0; u < t->m.nunits; u++) {
+        size_t off = 0;
+        if (accel_shard_unit_numel(t->shard, u) != t->m.numel[u]) {
+            accel_error_set(&t->err, ACCEL_EINVAL, "unit %zu: shard has %zu elements, model %zu", u,
+                            accel_shard_unit_numel(t->shard, u), t->m.numel[u]);
+            return fail(t, "layout");
+        }
+        for (size_t p = 0; p < t->m.units[u].nparams; p++) {
+            const struct accel_shard_param *q = &t->m.units[u].params[p];
+            if (accel_shard_param_offset(t->shard, u, p) != off) {
+                accel_error_set(&t->err, ACCEL_EINVAL, "unit %zu param %s: offset %zu, want %zu", u,
+                                q->name, accel_shard_param_offset(t->shard, u, p), off);
+                return fail(t, "layout");
+            }
+            off += q->ndim == 2 ? q->shape[0] * q->shape[1] : q->shape[0];
+        }
+        /* the same full init on every rank; each keeps its slice */
+        float *full = malloc(t->m.numel[u] * sizeof *full);
+        if (!full) {
+            accel_error_set(&t->err, ACCEL_ENOMEM, "init of unit %zu", u);
+            return fail(t, "init");
+        }
+        gpt_init_params(&t->m, u, full, t->a.seed);
+        enum accel_err e = accel_shard_set_full(t->shard, u, full, &t->err);
+        free(full);
+        if (e != ACCEL_OK)
+            return fail(t, "set_full");
+    }
+    if (t->rank == 0 && t->a.loss_log) {
+        t->log = fopen(t->a.loss_log, "w");
+        if (!t->log) {
+            accel_error_sys(&t->err, ACCEL_EIO, "cannot write %s", t->a.loss_log);
+            return fail(t, "loss log");
+        }
+    }
+    return 0;
+}
+
+static const char *strategy_name(enum accel_shard_strategy s)
+{
+    switch (s) {
+    case ACCEL_FULL_SHARD:
+        return "FULL_SHARD";
+    case ACCEL_SHARD_GRAD_OP:
+        return "SHARD_GRAD_OP";
+    case ACCEL_NO_SHARD:
+        return "NO_SHARD";
+    }
+    return "?";
+}
+
+static void banner(const struct trainer *t)
+{
+    size_t psi = gpt_num_params(&t->m), maxu = 0;
+
+    for (size_t u = 0; u < t->m.nunits; u++)
+        maxu = t->m.numel[u] > maxu ? t->m.numel[u] : maxu;
+    if (t->rank != 0)
+        return;
+    printf("train_gpt: data %s: %zu files, %zu bytes (train %zu, val %zu), fnv1a %016llx\n",
+           t->a.data, t->data.nfiles, t->data.n, t->data.ntrain, t->data.n - t->data.ntrain,
+           (unsigned long long)t->data.hash);
+    printf("train_gpt: model T=%zu C=%zu L=%zu NH=%zu V=%d: %zu parameters in %zu units "
+           "(largest %zu)\n",
+           t->a.seq, t->a.channels, t->a.layers, t->a.heads, GPT_VOCAB, psi, t->m.nunits, maxu);
+    printf("train_gpt: world %u: global batch of %zu sequences = %u rank%s x %zu micro-step%s x "
+           "%zu; %s, %s, %s backend\n",
+           t->world, t->a.batch, t->world, t->world > 1 ? "s" : "", t->accum,
+           t->accum > 1 ? "s" : "", t->micro, accel_dtype_name(t->opts.compute),
+           strategy_name(t->opts.strategy), accel_comm_backend(t->comm));
+    fflush(stdout);
+}
+
+/* Every rank: its memory, for bench/train.sh (one line, key=value). */
+static void memory_report(const struct trainer *t, unsigned long base_kb)
+{
+    size_t peak = 0, maxu = 0, now = accel_shard_bytes(t->shard, &peak);
+    size_t psi = gpt_num_params(&t->m);
+
+    for (size_t u = 0; u < t->m.nunits; u++)
+        maxu = t->m.numel[u] > maxu ? t->m.numel[u] : maxu;
+    printf("train_gpt: memory rank=%u world=%u psi=%zu hwm_kb=%lu base_kb=%lu shard_peak=%zu "
+           "shard_now=%zu acts=%zu unit_max=%zu data=%zu\n",
+           t->rank, t->world, psi, status_kb("VmHWM"), base_kb, peak, now, t->m.act_bytes, maxu,
+           t->data.n);
+    fflush(stdout);
+}
+
+static int train(struct trainer *t)
+{
+    size_t every = t->a.print_every ? t->a.print_every : (t->a.steps + 19) / 20;
+    double tokens = (double)(t->a.batch * t->a.seq), t0 = now_s(), tlast = t0, total = 0;
+    size_t since = 0, timed = 0;
+    float loss = NAN, first = NAN, val;
+    struct accel_shard_stats st;
+
+    for (size_t s = 0; s < t->a.steps; s++) {
+        double ts = now_s();
+        if (train_step(t, s, &loss, &st))
+            return -1;
+        double dt = now_s() - ts;
+        if (s > 0) { /* the first step pays for page faults: leave it out */
+            total += dt;
+            timed++;
+        }
+        since++;
+        if (s == 0)
+            first = loss;
+        if (t->log)
+            fprintf(t->log, "%zu %.9g\n", s + 1, (double)loss);
+        if (t->rank == 0 && (s == 0 || (s + 1) % every == 0 || s + 1 == t->a.steps)) {
+            double now = now_s(), per = (now - tlast) / (double)since;
+            printf("step %zu/%zu | loss %.4f | lr %.1e | %.0f ms/step | %.1fk tok/s%s\n", s + 1,
+                   t->a.steps, (double)loss, lr_at(&t->a, s), per * 1e3, tokens / per / 1e3,
+                   st.skipped ? " | skipped (fp16 overflow)" : "");
+            fflush(stdout);
+            tlast = now;
+            since = 0;
+        }
+        if (t->a.eval_every && (s + 1) % t->a.eval_every == 0 && s + 1 < t->a.steps) {
+            if (evaluate(t, &val))
+                return -1;
+            if (t->rank == 0)
+                printf("step %zu/%zu | val loss %.4f\n", s + 1, t->a.steps, (double)val);
+        }
+    }
+    if (evaluate(t, &val))
+        return -1;
+    if (t->log)
+        fprintf(t->log, "# val %.9g\n", (double)val);
+    if (t->rank == 0) {
+        printf("train_gpt: %zu steps in %.1f s: train loss %.4f -> %.4f, val loss %.4f; "
+               "%.1f ms/step (steps 2..%zu)\n",
+               t->a.steps, now_s() - t0, (double)first, (double)loss, (double)val,
+               timed ? total / (double)timed * 1e3 : 0.0, t->a.steps);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static struct trainer t;
+    unsigned long base_kb = status_kb("VmRSS");
+    int rc = gpt_args_parse(&t.a, argc, argv);
+
+    if (rc)
+        return rc > 0 ? 0 : 2;
+    accel_error_clear(&t.err);
+    rc = 1;
+    if (setup(&t) == 0) {
+        banner(&t);
+        if (train(&t) == 0) {
+            memory_report(&t, base_kb);
+            rc = 0;
+        }
+    }
+    /* Every rank past its last collective before any closes its ring
+     * connections: a rank that closes early can cut off a peer still
+     * reading the last chunk of the final all-reduce. */
+    if (rc == 0 &&
+        accel_store_barrier(t.boot.store, "train_gpt.done", t.world, &t.err) != ACCEL_OK) {
+        t.what = "closing barrier";
+        rc = 1;
+    }
+    if (rc)
+        fprintf(stderr, "train_gpt: rank %u of %u: %s: %s: %s\n", t.rank, t.world,
+                t.what ? t.what : "?", accel_errname(t.err.code), t.err.msg);
+    if (t.log && fclose(t.log) != 0 && rc == 0) {
+        fprintf(stderr, "train_gpt: cannot write %s\n", t.a.loss_log);
+        rc = 1;
+    }
+    accel_shard_free(t.shard);
+    gpt_free(&t.m);
+    gpt_data_free(&t.data);
+    accel_comm_free(t.comm);
+    accel_bootstrap_free(&t.boot);
+    return rc;
+}

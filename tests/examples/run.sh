@@ -1,0 +1,189 @@
+#!/bin/bash
+# Tests of the example trainer (examples/gpt, docs/train-gpt.md), run for
+# real: build/bin/train_gpt started by `accelrun launch -n N` with the CPU
+# configs of examples/.  TAP-like "ok - " / "not ok - " lines, then
+# "examples: N passed, N failed, N skipped".
+#
+#   bash tests/examples/run.sh BUILD_DIR     (e.g. build)
+#
+# The tolerances, derived in docs/train-gpt.md ("Numerics"):
+#   same world size, two runs        bit-identical loss logs (%.9g round-trips fp32)
+#   fp32, world 1 vs 2 vs 4, world   every step: |a-b|/a <= FP32_STEP_TOL (1e-4);
+#   2 with 2 micro-steps, NO_SHARD   final step and final validation loss:
+#                                    <= FP32_FINAL_TOL (1e-5)
+#   bf16 vs fp32 (world 2)           mean of the last 20 training losses and the
+#                                    validation loss: <= BF16_TOL (1e-2); and the
+#                                    bf16 curve must differ from fp32 (bf16 was used)
+#   the loss falls                   mean of the last 10 steps < 0.6 x step 1
+# STEPS (default 200) and TRAIN_GPT (default BUILD/bin/train_gpt) can be set;
+# the whole file takes 1 to 2 minutes on 2 cores.
+set -u
+build=${1:-build}
+train=${TRAIN_GPT:-$build/bin/train_gpt}
+accelrun=$build/bin/accelrun
+steps=${STEPS:-200}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cfg=$root/examples/gpt-cpu.yaml
+cfg_bf16=$root/examples/gpt-cpu-bf16.yaml
+FP32_STEP_TOL=1e-4
+FP32_FINAL_TOL=1e-5
+BF16_TOL=1e-2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+pass=0 fail=0 skip=0
+
+ok() { pass=$((pass + 1)); echo "ok - $1"; }
+bad() {
+    fail=$((fail + 1))
+    echo "not ok - $1"
+    if [ -n "${2:-}" ]; then printf '%s\n' "$2" | tail -n 15 | sed 's/^/#   /'; fi
+}
+skipped() { skip=$((skip + 1)); echo "ok - # SKIP $1"; }
+
+# run NAME N CONFIG [ARGS...]: trains, loss log in $tmp/NAME.log, output in $tmp/NAME.out
+run() {
+    local name=$1 n=$2 config=$3
+    shift 3
+    if timeout 300 "$accelrun" launch -n "$n" --config "$config" -- "$train" --steps "$steps" \
+        --loss-log "$tmp/$name.log" "$@" >"$tmp/$name.out" 2>&1; then
+        return 0
+    fi
+    bad "$name: train_gpt at world $n failed" "$(cat "$tmp/$name.out")"
+    return 1
+}
+
+# compare A B: prints "max_rel max_step final_rel val_rel" of two loss logs
+compare() {
+    paste "$1" "$2" | awk '
+        function rel(a, b) { d = (a - b) / a; return d < 0 ? -d : d }
+        $1 == "#" && $2 == "val" { val = rel($3, $6); next }
+        { r = rel($2, $4); if (r > max) { max = r; at = $1 }; final = r }
+        END { printf "%.3g %d %.3g %.3g\n", max, at, final, val }'
+}
+
+# within NAME VALUE TOL: passes when VALUE <= TOL
+within() {
+    if awk -v v="$2" -v t="$3" 'BEGIN { exit !(v <= t) }'; then ok "$1"; else bad "$1"; fi
+}
+
+for f in "$train" "$accelrun" "$cfg" "$cfg_bf16"; do
+    if [ ! -e "$f" ]; then
+        echo "examples: SKIP: $f not found (make all)"
+        echo "examples: 0 passed, 0 failed, 1 skipped"
+        exit 0
+    fi
+done
+cd "$root" || exit 1
+
+# ---------------------------------------------------------------- model alone
+if cc -std=gnu11 -O2 -Wall -Wextra -Wno-missing-field-initializers -Icore/include \
+    -Iexamples/gpt -o "$tmp/gradcheck" tests/examples/gradcheck.c examples/gpt/kernels.c \
+    examples/gpt/model.c examples/gpt/rng.c -lm 2>"$tmp/cc.err"; then
+    if out=$("$tmp/gradcheck"); then
+        ok "gradcheck: kernels and units against finite differences ($(echo "$out" | tail -n 1))"
+    else
+        bad "gradcheck" "$out"
+    fi
+else
+    bad "gradcheck compiles" "$(cat "$tmp/cc.err")"
+fi
+
+# ---------------------------------------------------------------- errors
+if out=$("$accelrun" launch -n 1 --config "$cfg" -- "$train" --data "$tmp/no-such-dir" 2>&1); then
+    bad "a missing data folder is an error naming it (it exited 0)" "$out"
+elif printf '%s' "$out" | grep -q "data folder $tmp/no-such-dir"; then
+    ok "a missing data folder is an error naming it"
+else
+    bad "a missing data folder is an error naming it" "$out"
+fi
+if out=$("$accelrun" launch -n 4 --config "$cfg" -- "$train" --batch 6 2>&1); then
+    bad "a global batch that does not split over the ranks is an error (it exited 0)" "$out"
+elif printf '%s' "$out" | grep -q "not a multiple of world size 4"; then
+    ok "a global batch that does not split over the ranks is an error"
+else
+    bad "a global batch that does not split over the ranks is an error" "$out"
+fi
+
+# ---------------------------------------------------------------- training
+have2=0 haveb=0
+run w1 1 "$cfg"
+run w2 2 "$cfg" && have2=1
+run w2again 2 "$cfg" && have2=$((have2 + 1))
+run w4 4 "$cfg"
+run bf16 2 "$cfg_bf16" && haveb=1
+ACCELERATE_GRADIENT_ACCUMULATION_STEPS=2 run accum2 2 "$cfg"
+sed 's/FULL_SHARD/NO_SHARD/' "$cfg" >"$tmp/noshard.yaml"
+run noshard 2 "$tmp/noshard.yaml"
+
+if [ "$have2" -eq 2 ]; then
+    if cmp -s "$tmp/w2.log" "$tmp/w2again.log"; then
+        ok "world 2, two runs: bit-identical loss logs ($steps steps)"
+    else
+        bad "world 2, two runs: bit-identical loss logs" \
+            "$(diff "$tmp/w2.log" "$tmp/w2again.log" | head)"
+    fi
+else
+    skipped "bit-identical runs: a run failed"
+fi
+
+# "log log what" with + for spaces
+for pair in "w1 w2 world+1+vs+2" "w1 w4 world+1+vs+4" "w2 w4 world+2+vs+4" \
+    "w1 accum2 world+1+vs+world+2+with+2+micro-steps" \
+    "w2 noshard FULL_SHARD+vs+NO_SHARD+at+world+2"; do
+    # shellcheck disable=SC2086 # split on purpose
+    set -- $pair
+    a=$1 b=$2 what=${3//+/ }
+    if [ -s "$tmp/$a.log" ] && [ -s "$tmp/$b.log" ]; then
+        read -r max at final val <<<"$(compare "$tmp/$a.log" "$tmp/$b.log")"
+        echo "# fp32 $what: max relative difference $max (step $at)," \
+            "final step $final, validation $val"
+        within "fp32 $what: every step within $FP32_STEP_TOL (max $max at step $at)" "$max" \
+            $FP32_STEP_TOL
+        within "fp32 $what: final step and validation within $FP32_FINAL_TOL ($final, $val)" \
+            "$(awk -v a="$final" -v b="$val" 'BEGIN { print a > b ? a : b }')" $FP32_FINAL_TOL
+    else
+        skipped "fp32 $what: a run failed"
+    fi
+done
+
+if [ "$haveb" -eq 1 ] && [ -s "$tmp/w2.log" ]; then
+    read -r tail_rel val_rel <<<"$(paste "$tmp/w2.log" "$tmp/bf16.log" | awk -v n="$steps" '
+        function rel(a, b) { d = (a - b) / a; return d < 0 ? -d : d }
+        $1 == "#" { val = rel($3, $6); next }
+        $1 > n - 20 { s32 += $2; s16 += $4 }
+        END { printf "%.3g %.3g\n", rel(s32, s16), val }')"
+    echo "# bf16 vs fp32 (world 2): mean of the last 20 steps $tail_rel, validation $val_rel"
+    within "bf16 vs fp32: last-20-step mean within $BF16_TOL ($tail_rel)" "$tail_rel" $BF16_TOL
+    within "bf16 vs fp32: validation loss within $BF16_TOL ($val_rel)" "$val_rel" $BF16_TOL
+    if cmp -s "$tmp/w2.log" "$tmp/bf16.log"; then
+        bad "bf16 run differs from fp32 (ACCELERATE_MIXED_PRECISION=bf16 was used)"
+    else
+        ok "bf16 run differs from fp32 (ACCELERATE_MIXED_PRECISION=bf16 was used)"
+    fi
+else
+    skipped "bf16 vs fp32: a run failed"
+fi
+
+if [ -s "$tmp/w4.log" ]; then
+    read -r first last <<<"$(awk -v n="$steps" '
+        $1 == 1 { f = $2 }
+        $1 != "#" && $1 > n - 10 { s += $2; k++ }
+        END { printf "%s %.4f\n", f, s / k }' "$tmp/w4.log")"
+    if awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < 0.6 * f) }'; then
+        ok "the loss falls: step 1 $first, mean of the last 10 steps $last"
+    else
+        bad "the loss falls: step 1 $first, mean of the last 10 steps $last (want < 0.6 x step 1)"
+    fi
+    line="^\[0\] step $steps/$steps | loss .* | lr .* | .* ms/step | .*k tok/s"
+    if grep -q "$line" "$tmp/w4.out"; then
+        ok "rank 0 prints the progress line"
+    else
+        bad "rank 0 prints the progress line" "$(cat "$tmp/w4.out")"
+    fi
+else
+    skipped "the loss falls: the world 4 run failed"
+fi
+
+echo "examples: $pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ]
