@@ -220,6 +220,7 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory unit
 	$(Q)$(MAKE) --no-print-directory fuzz-replay
 	$(Q)sh tests/cli/run.sh $(CLI)
+	$(Q)bash tests/examples/run.sh $(BUILD)
 	$(Q)sh tests/install/run.sh
 	$(Q)$(MAKE) --no-print-directory test-slurm
 
@@ -274,6 +275,7 @@ bench-run: bench-bins
 	$(Q)bash bench/slurm.sh $(SPANK_SO) $(CLI)
 	$(Q)if [ -f bench/comm.sh ]; then bash bench/comm.sh $(BUILD); fi
 	$(Q)if [ -f bench/rendezvous.sh ]; then bash bench/rendezvous.sh $(BUILD); fi
+	$(Q)bash bench/train.sh $(BUILD)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/accel \
@@ -299,7 +301,8 @@ lint:
 	$(Q)sh scripts/checksrc.sh
 
 format-check:
-	$(Q)clang-format --dry-run --Werror $(LIB_SRC) $(RUNTIME_SRC) $(CLI_SRC) core/include/accel/*.h
+	$(Q)clang-format --dry-run --Werror $(LIB_SRC) $(RUNTIME_SRC) $(CLI_SRC) core/include/accel/*.h \
+	    examples/gpt/*.[ch] tests/examples/gradcheck.c
 
 clean:
 	rm -rf build build-address build-undefined build-thread

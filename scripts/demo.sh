@@ -1,31 +1,27 @@
 #!/bin/sh
-# make demo: what accelrun does today, on an example config for a 2-node x
-# 4-process job: check it, then print what each of the 8 processes gets.
+# make demo: the project's main job on one machine.  A config is checked
+# before it would wait in a queue; then `accelrun launch` starts 4 ranks of
+# the example trainer (examples/gpt, docs/train-gpt.md), each with the
+# environment `accelerate launch` would give it, and they train a small GPT
+# sharded FSDP-style over the socket collectives; rank 0 prints the loss.
 set -eu
 bin=${1:-build/bin/accelrun}
-cfg=examples/cpu-2x4.yaml
+dir=$(dirname "$bin")
+cfg=examples/gpt-cpu.yaml
 
-echo "== accelrun check $cfg --nodes 2"
-"$bin" check "$cfg" --nodes 2
+echo "== accelrun check $cfg"
+"$bin" check "$cfg"
 echo
-echo "== the rank variables of all 8 processes (accelrun env ... --format dotenv)"
-printf '%-6s %-5s %-6s %-11s %-17s %-11s %s\n' node local RANK LOCAL_RANK WORLD_SIZE MASTER_ADDR MASTER_PORT
-for node in 0 1; do
-    for local in 0 1 2 3; do
-        "$bin" env "$cfg" --nnodes 2 --node-rank $node --nproc-per-node 4 --local-rank $local \
-            --master-addr node0 --master-port 29512 --format dotenv 2>/dev/null |
-            awk -F= -v n=$node -v l=$local '{v[$1]=$2} END {printf "%-6s %-5s %-6s %-11s %-17s %-11s %s\n",
-                n, l, v["RANK"], v["LOCAL_RANK"], v["WORLD_SIZE"], v["MASTER_ADDR"], v["MASTER_PORT"]}'
-    done
-done
-echo
-echo "== the whole environment of rank 6 (node 1, local rank 2)"
-"$bin" env "$cfg" --nnodes 2 --node-rank 1 --nproc-per-node 4 --local-rank 2 \
-    --master-addr node0 --master-port 29512 --format sh
-echo
-echo "== a broken config is caught before it waits in a queue"
+echo "== a broken config is caught before anything starts"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-printf 'distributed_type: MULTI_GPU\nmixed_precision: no\nnum_processes: 6\nnum_machines: 4\ngpu_ids: 0\n' \
+printf 'distributed_type: FSDP\nmixed_precison: bf16\nuse_cpu: true\nfsdp_config:\n  fsdp_sharding_stratgy: FULL_SHARD\n' \
     >"$tmp/broken.yaml"
 "$bin" check "$tmp/broken.yaml" || true
+echo
+echo "== what rank 2 of 4 gets (accelrun launch --dry-run)"
+"$bin" launch --dry-run --config "$cfg" -n 4 2>/dev/null |
+    awk '/^# rank 2 /{p=1; print; next} /^# rank/{p=0} p && /^(RANK|LOCAL_RANK|WORLD_SIZE|MASTER_|ACCELERATE_USE_FSDP|FSDP_SHARDING|ACCELERATE_MIXED)/'
+echo
+echo "== accelrun launch -n 4 --config $cfg -- $dir/train_gpt"
+"$bin" launch -n 4 --config "$cfg" -- "$dir/train_gpt"
