@@ -231,6 +231,7 @@ int main(int argc, char **argv)
     }
     x.rank = boot.rank;
     x.world = boot.world;
+    opts.nonce = boot.nonce;
     if (accel_comm_init(&x.c, boot.store, boot.rank, boot.world, &opts, &e) != ACCEL_OK) {
         fprintf(stderr, "comm_check: rank %u: comm init: %s\n", x.rank, e.msg);
         accel_bootstrap_free(&boot);
@@ -261,6 +262,7 @@ int main(int argc, char **argv)
         printf("comm_check: rank %u of %u (host %s, %s): %lu checks passed\n", x.rank, x.world,
                x.host, accel_comm_backend(x.c), x.checks);
     accel_comm_free(x.c);
+    boot.failed = rc != 0; /* a peer may be gone: no closing barrier */
     accel_bootstrap_free(&boot);
     return rc;
 }

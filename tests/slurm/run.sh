@@ -660,6 +660,33 @@ else
     bad "v: $COMM_CHECK is missing (make builds it)"
 fi
 
+# w. the example trainer (examples/gpt, core/shard over the socket
+# collectives) in 4 tasks on the two hosts with --accel-config=gpt-cpu.yaml
+# (FSDP, FULL_SHARD, CPU): its loss curve must equal, bit for bit, the one
+# `accelrun launch -n 4` gives with the same config on one machine (the same
+# world size, so the same reduction order).
+TRAINER=$(dirname "$CLI")/train_gpt
+if [ -x "$TRAINER" ]; then
+    install -m 755 "$TRAINER" "$W/train_gpt"
+    install -m 644 "$ROOT/examples/gpt-cpu.yaml" "$W/gpt-cpu.yaml"
+    install -m 755 "$CLI" "$W/accelrun"
+    W_ARGS="--steps 40 --print-every 10"
+    A "$W" 300 srun -N2 -n4 --accel-config=gpt-cpu.yaml "$W/train_gpt" $W_ARGS --loss-log "$W/w-slurm.log"
+    if ran "w: srun -N2 -n4 --accel-config=gpt-cpu.yaml train_gpt (2 hosts)"; then
+        slurm_out=$out
+        A "$W" 300 "$W/accelrun" launch -n 4 --config gpt-cpu.yaml -- "$W/train_gpt" $W_ARGS --loss-log "$W/w-launch.log"
+        if ran "w: accelrun launch -n 4 --config gpt-cpu.yaml train_gpt (one host)"; then
+            if [ -s "$W/w-slurm.log" ] && cmp -s "$W/w-slurm.log" "$W/w-launch.log"; then
+                ok "w: the two runs' loss curves are identical ($(grep -v '^#' "$W/w-slurm.log" | head -1 | cut -d' ' -f2) -> $(grep -v '^#' "$W/w-slurm.log" | tail -1 | cut -d' ' -f2) over $(grep -cv '^#' "$W/w-slurm.log") steps, $(grep '^# val' "$W/w-slurm.log"))"
+            else
+                bad "w: the two runs' loss curves are identical" "$(diff "$W/w-slurm.log" "$W/w-launch.log" | head; printf '%s\n' "$slurm_out" | tail -5)"
+            fi
+        fi
+    fi
+else
+    bad "w: $TRAINER is missing (make builds it)"
+fi
+
 # n. a bad plugstack argument breaks only the jobs that use --accel-config
 out=$("$LAB" plugstack port_base=abc $BASE_ARGS 2>&1)
 if [ $? -ne 0 ]; then
