@@ -29,6 +29,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "accel/err.h"
 #include "accel/store.h"
@@ -43,13 +44,25 @@ const char *accel_dtype_name(enum accel_dtype t);
 
 struct accel_comm;
 
+/* Zeroed opts (or NULL) mean every default. */
 struct accel_comm_opts {
-    const char *backend;  /* "socket", "nccl", NULL or "" = nccl where built and a GPU is set, else socket */
-    double timeout_s;     /* deadline of init and of each operation; 0 = ACCELRUN_TIMEOUT or default */
-    const char *ifaddr;   /* socket: address to listen on and publish; NULL = the one that reaches MASTER_ADDR */
-    size_t chunk_bytes;   /* socket: pipeline chunk; 0 = default */
-    int cuda_device;      /* nccl: the device to use; -1 = the current one */
-    void *cuda_stream;    /* nccl: cudaStream_t to queue on; NULL = a stream of the communicator */
+    /* "socket" or "nccl"; NULL or "" = ACCELRUN_COMM, else nccl where built
+     * and CUDA_VISIBLE_DEVICES is set and not empty, else socket */
+    const char *backend;
+    /* seconds: deadline of init and of each operation; 0 = ACCELRUN_TIMEOUT,
+     * else 300 */
+    double timeout_s;
+    /* socket: the address to listen on and publish; NULL = the local
+     * address of the route to MASTER_ADDR, else 127.0.0.1 */
+    const char *ifaddr;
+    /* socket: bytes of a pipeline chunk, 4096 to 64 MiB; 0 =
+     * ACCELRUN_SOCKET_CHUNK, else 512 KiB */
+    size_t chunk_bytes;
+    int cuda_device;   /* nccl: the device to use; -1 = the current one */
+    void *cuda_stream; /* nccl: cudaStream_t to queue on; NULL = a stream of the communicator */
+    /* socket: the job nonce carried in the ring's hello (accel_store_nonce
+     * of the job); a rank presenting another one is refused, ACCEL_ENONCE */
+    uint64_t nonce;
 };
 
 /* Creates the communicator of `world` ranks, this one being `rank`, meeting
@@ -90,7 +103,8 @@ enum accel_err accel_all_gather(struct accel_comm *c, const void *send, void *re
 
 /* recv on every rank = send of `root` (send is read on root only). */
 enum accel_err accel_broadcast(struct accel_comm *c, const void *send, void *recv, size_t count,
-                               enum accel_dtype t, unsigned root, struct accel_error *err) ACCEL_WUR;
+                               enum accel_dtype t, unsigned root,
+                               struct accel_error *err) ACCEL_WUR;
 
 enum accel_err accel_comm_barrier(struct accel_comm *c, struct accel_error *err) ACCEL_WUR;
 

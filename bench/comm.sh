@@ -1,0 +1,92 @@
+#!/bin/bash
+# bench/comm.sh: the socket backend's collectives against Open MPI on this
+# machine, in one run, as nccl-tests prints them (size, time, algbw, busbw;
+# GB = 1e9), with the ratio socket/Open MPI-over-TCP per size.
+#
+#   bash bench/comm.sh [BUILD]      (make bench-run calls it with the build folder)
+#
+# Peers, all fp32 sum, same sizes, same warm-up, same iteration counts, the
+# slowest rank's mean time (bench/comm.c and bench/mpi_allreduce.c):
+#   socket    accelrun's ring over TCP on the loopback (one process per rank)
+#   ompi-tcp  Open MPI, the same transport: --mca pml ob1 --mca btl tcp,self
+#             --mca btl_tcp_if_include lo
+#   ompi-sm   Open MPI over shared memory (--mca btl vader,self): the local
+#             limit, not a peer on the same transport
+# busbw = algbw x 2(n-1)/n for all_reduce and x (n-1)/n for all_gather and
+# reduce_scatter.  Each configuration runs REPEAT times (default 3), best
+# time kept per size, peers interleaved, so that a noisy neighbour hurts both
+# sides alike.  Environment: RANKS="2 4", OPS="all_reduce all_gather
+# reduce_scatter", MIN=4096, MAX=268435456, REPEAT=3.
+set -u
+build=${1:-build}
+ranks=${RANKS:-2 4}
+ops=${OPS:-all_reduce all_gather reduce_scatter}
+min=${MIN:-4096}
+max=${MAX:-268435456}
+repeat=${REPEAT:-3}
+bin=$build/bench/comm
+mpibin=$build/bench/mpi_allreduce
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+if [ ! -x "$bin" ]; then
+    make --no-print-directory "$bin" >/dev/null || { echo "comm.sh: couldn't build $bin"; exit 1; }
+fi
+mpi_skip=
+if ! command -v mpirun >/dev/null 2>&1 || ! command -v mpicc >/dev/null 2>&1; then
+    mpi_skip="mpirun/mpicc not installed (sh scripts/deps.sh bench: openmpi-bin libopenmpi-dev)"
+elif ! mpicc -O2 -o "$mpibin" bench/mpi_allreduce.c 2>"$tmp/mpicc.err"; then
+    mpi_skip="mpicc failed: $(head -c 300 "$tmp/mpicc.err")"
+fi
+mpirun_args=(--oversubscribe --bind-to none)
+[ "$(id -u)" = 0 ] && mpirun_args+=(--allow-run-as-root)
+tcp_args=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
+sm_args=(--mca pml ob1 --mca btl vader,self)
+
+# keep the best (lowest) time per "op ranks bytes" across runs of one peer
+best() { awk '{k=$1" "$2" "$3; if (!(k in t) || $4 < t[k]) t[k]=$4} END {for (k in t) print k, t[k]}' | sort -k3,3n; }
+
+echo "bench: collectives, socket backend vs Open MPI $(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}') on $(nproc) CPUs, loopback"
+echo "       fp32 sum; time = mean over iterations of the slowest rank, best of $repeat runs; GB = 1e9"
+for op in $ops; do
+    for n in $ranks; do
+        : >"$tmp/s" ; : >"$tmp/t" ; : >"$tmp/m"
+        for ((i = 0; i < repeat; i++)); do
+            "$bin" --op "$op" --ranks "$n" --min "$min" --max "$max" >>"$tmp/s" || echo "comm.sh: socket run failed" >&2
+            if [ -z "$mpi_skip" ]; then
+                mpirun "${mpirun_args[@]}" -np "$n" "${tcp_args[@]}" "$mpibin" "$op" "$min" "$max" \
+                    >>"$tmp/t" 2>>"$tmp/mpi.err" || echo "comm.sh: ompi-tcp run failed" >&2
+                mpirun "${mpirun_args[@]}" -np "$n" "${sm_args[@]}" "$mpibin" "$op" "$min" "$max" \
+                    >>"$tmp/m" 2>>"$tmp/mpi.err" || echo "comm.sh: ompi-sm run failed" >&2
+            fi
+        done
+        best <"$tmp/s" >"$tmp/s.b"; best <"$tmp/t" >"$tmp/t.b"; best <"$tmp/m" >"$tmp/m.b"
+        echo
+        echo "$op, $n ranks"
+        awk -v n="$n" -v op="$op" -v skip="$mpi_skip" '
+            FILENAME ~ /s\.b$/ {s[$3]=$4; order[++k]=$3}
+            FILENAME ~ /t\.b$/ {t[$3]=$4}
+            FILENAME ~ /m\.b$/ {m[$3]=$4}
+            function cols(us, b) {
+                if (us == "") return sprintf("%10s %7s %7s", "-", "-", "-")
+                return sprintf("%10.1f %7.2f %7.2f", us, b / us / 1e3, b / us / 1e3 * f)
+            }
+            END {
+                f = op == "all_reduce" ? 2 * (n - 1) / n : (n - 1) / n
+                printf "%10s | %-26s | %-26s | %-26s | %s\n", "", "socket", "ompi-tcp", "ompi-sm", "socket/"
+                printf "%10s | %10s %7s %7s | %10s %7s %7s | %10s %7s %7s | %s\n", "size(B)", "time(us)", "algbw", "busbw", \
+                    "time(us)", "algbw", "busbw", "time(us)", "algbw", "busbw", "ompi-tcp"
+                for (i = 1; i <= k; i++) {
+                    b = order[i]
+                    r = (t[b] != "" && s[b] > 0) ? sprintf("%6.2fx", t[b] / s[b]) : "   -"
+                    printf "%10d | %s | %s | %s | %s\n", b, cols(s[b], b), cols(t[b], b), cols(m[b], b), r
+                }
+                if (skip != "") print "ompi-tcp, ompi-sm: SKIP: " skip
+            }' "$tmp/s.b" "$tmp/t.b" "$tmp/m.b"
+    done
+done
+if [ -s "$tmp/mpi.err" ]; then
+    echo
+    echo "Open MPI said (first lines):"
+    head -5 "$tmp/mpi.err"
+fi

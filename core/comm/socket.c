@@ -1,0 +1,216 @@
+/*
+ * socket.c: the `socket` backend's entry points (accel_comm_ops), its split,
+ * and what happens when a collective fails.
+ *
+ * A failure is made visible everywhere and named once.  The rank that sees it
+ * first (a neighbour's connection closed or reset, or no progress by the
+ * deadline) claims "<prefix>abort.n" in the store with an atomic add and, if
+ * it was first, records "<prefix>abort" = "<code>|<what happened>"; a rank
+ * that comes later reports that record instead of its own view.  Then the
+ * rank closes both of its ring connections, so its neighbours fail at once,
+ * and theirs, until the whole ring has stopped: nobody waits for the
+ * deadline because of a rank that is dead.  Since a rank claims before it
+ * closes, a rank that fails because of that close always finds the claim
+ * made, so the record names the first failure, not a cascade.  The store
+ * calls are the store client's, bounded by its own timeout; if the store is
+ * gone too, the rank reports what it saw itself.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "accel/alloc.h"
+#include "socket_int.h"
+
+enum accel_err comm__sock_fail(struct accel_comm *c, struct accel_error *err, const char *what,
+                               enum accel_err code, const char *fmt, ...)
+{
+    struct sock *s = c->impl;
+    struct accel_error serr; /* the store's own problems are not the caller's error */
+    char local[512], rec[640], key[160];
+    const char *text = local;
+    void *val = NULL;
+    size_t len = 0;
+    int64_t k = 0;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(local, sizeof(local), fmt, ap);
+    va_end(ap);
+    c->failed = true;
+    snprintf(key, sizeof(key), "%sabort.n", c->prefix);
+    if (c->store != NULL && accel_store_add(c->store, key, 1, &k, &serr) == ACCEL_OK) {
+        snprintf(key, sizeof(key), "%sabort", c->prefix);
+        if (k == 1) {
+            int n = snprintf(rec, sizeof(rec), "%d|%s (seen first by rank %u)", (int)code, local,
+                             c->rank);
+            if (n > 0 && accel_store_set(c->store, key, rec, strlen(rec), &serr) == ACCEL_OK)
+                text = strchr(rec, '|') + 1;
+        } else if (accel_store_get(c->store, key, &val, &len, &serr) == ACCEL_OK) {
+            char *bar = memchr(val, '|', len);
+            if (bar != NULL) {
+                long first = strtol(val, NULL, 10);
+                if (first > 0 && first < ACCEL_ERR__LAST)
+                    code = (enum accel_err)first;
+                snprintf(rec, sizeof(rec), "%s", bar + 1);
+                text = rec;
+            }
+            accel_free(val);
+        }
+    }
+    if (s != NULL)
+        comm__sock_close(s);
+    return accel_error_set(err, code, "rank %u of %u: %s: %s", c->rank, c->size, what, text);
+}
+
+static enum accel_err sock_sync(struct accel_comm *c, struct accel_error *err)
+{
+    (void)c;
+    (void)err;
+    return ACCEL_OK;
+}
+
+static void sock_free(struct accel_comm *c)
+{
+    struct sock *s = c->impl;
+
+    if (s == NULL)
+        return;
+    comm__sock_close(s);
+    accel_free(s->scratch);
+    accel_free(s->stage_in);
+    accel_free(s->stage_out);
+    accel_free(s);
+    c->impl = NULL;
+}
+
+static enum accel_err sock_split(struct accel_comm *c, int color, int key, struct accel_comm **out,
+                                 struct accel_error *err);
+
+static const struct accel_comm_ops sock_ops = {
+    .name = "socket",
+    .all_reduce = comm__sock_all_reduce,
+    .reduce_scatter = comm__sock_reduce_scatter,
+    .all_gather = comm__sock_all_gather,
+    .broadcast = comm__sock_broadcast,
+    .barrier = comm__sock_barrier,
+    .sync = sock_sync,
+    .split = sock_split,
+    .free = sock_free,
+};
+
+enum accel_err accel_comm_socket_init(struct accel_comm *c, const struct accel_comm_opts *opts,
+                                      struct accel_error *err)
+{
+    struct sock *s;
+    enum accel_err rc;
+    size_t chunk = opts != NULL ? opts->chunk_bytes : 0;
+    const char *ifaddr = opts != NULL && opts->ifaddr != NULL ? opts->ifaddr : "";
+
+    if (chunk == 0) {
+        const char *env = getenv("ACCELRUN_SOCKET_CHUNK");
+        chunk = env != NULL && env[0] != '\0' ? strtoull(env, NULL, 10) : SOCK_DEFAULT_CHUNK;
+    }
+    if (chunk < SOCK_MIN_CHUNK || chunk > SOCK_MAX_CHUNK)
+        return accel_error_set(err, ACCEL_EINVAL,
+                               "rank %u of %u: init: chunk of %zu bytes; it must be %u to %u",
+                               c->rank, c->size, chunk, SOCK_MIN_CHUNK, SOCK_MAX_CHUNK);
+    if (strlen(ifaddr) >= SOCK_ADDR_MAX)
+        return accel_error_set(err, ACCEL_EINVAL, "rank %u of %u: init: address too long: %s",
+                               c->rank, c->size, ifaddr);
+    s = accel_calloc(1, sizeof(*s));
+    if (s == NULL)
+        return accel_error_set(err, ACCEL_ENOMEM, "rank %u of %u: init: out of memory", c->rank,
+                               c->size);
+    s->next_fd = s->prev_fd = -1;
+    s->chunk_bytes = chunk & ~(size_t)7; /* whole fp32 and 16-bit elements */
+    s->nonce = opts != NULL ? opts->nonce : 0;
+    {
+        const char *env = getenv("ACCELRUN_SOCKET_SPIN_US");
+        s->spin_s = (env != NULL && env[0] != '\0' ? strtod(env, NULL) : SOCK_SPIN_US) * 1e-6;
+        if (!(s->spin_s >= 0) || s->spin_s > 1.0)
+            s->spin_s = 0;
+    }
+    snprintf(s->ifaddr, sizeof(s->ifaddr), "%s", ifaddr);
+    c->ops = &sock_ops;
+    c->impl = s;
+    if (c->size > 1) {
+        rc = comm__sock_connect(c, s, err);
+        if (rc != ACCEL_OK) {
+            sock_free(c);
+            return rc;
+        }
+    }
+    return ACCEL_OK;
+}
+
+/* The split: every rank publishes (color, key) under "<prefix>split<g>/",
+ * reads everyone's, and the members of its color build a ring of their own
+ * under the prefix "<prefix>s<g>.<color>/". */
+static enum accel_err sock_split(struct accel_comm *c, int color, int key, struct accel_comm **out,
+                                 struct accel_error *err)
+{
+    struct sock *s = c->impl;
+    struct accel_comm_opts o;
+    struct accel_comm *child = NULL;
+    unsigned g = c->generation++, members = 0, newrank = 0;
+    char k[160], v[48];
+    enum accel_err rc;
+
+    *out = NULL;
+    snprintf(k, sizeof(k), "%ssplit%u/%u", c->prefix, g, c->rank);
+    snprintf(v, sizeof(v), "%d %d", color, key);
+    rc = accel_store_set(c->store, k, v, strlen(v), err);
+    if (rc != ACCEL_OK)
+        return rc;
+    for (unsigned i = 0; i < c->size; i++) {
+        void *val = NULL;
+        size_t len = 0;
+        int ci, ki;
+
+        snprintf(k, sizeof(k), "%ssplit%u/%u", c->prefix, g, i);
+        rc = accel_store_get(c->store, k, &val, &len, err);
+        if (rc != ACCEL_OK)
+            return rc;
+        if (sscanf(val, "%d %d", &ci, &ki) != 2) {
+            accel_free(val);
+            return accel_error_set(err, ACCEL_EPEER, "rank %u of %u: split: bad entry of rank %u",
+                                   c->rank, c->size, i);
+        }
+        accel_free(val);
+        if (color < 0 || ci != color)
+            continue;
+        members++;
+        if (ki < key || (ki == key && i < c->rank))
+            newrank++;
+    }
+    if (color < 0)
+        return ACCEL_OK;
+    child = accel_calloc(1, sizeof(*child));
+    if (child == NULL)
+        return accel_error_set(err, ACCEL_ENOMEM, "rank %u of %u: split: out of memory", c->rank,
+                               c->size);
+    if (snprintf(child->prefix, sizeof(child->prefix), "%ss%u.%d/", c->prefix, g, color) >=
+        (int)sizeof(child->prefix)) {
+        accel_free(child);
+        return accel_error_set(err, ACCEL_ETOOBIG,
+                               "rank %u of %u: split: communicators nested too deep (%s)", c->rank,
+                               c->size, c->prefix);
+    }
+    child->rank = newrank;
+    child->size = members;
+    child->timeout_s = c->timeout_s;
+    child->store = c->store;
+    memset(&o, 0, sizeof(o));
+    o.ifaddr = s->ifaddr;
+    o.chunk_bytes = s->chunk_bytes;
+    o.nonce = s->nonce;
+    rc = accel_comm_socket_init(child, &o, err);
+    if (rc != ACCEL_OK) {
+        accel_free(child);
+        return rc;
+    }
+    *out = child;
+    return ACCEL_OK;
+}

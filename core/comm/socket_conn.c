@@ -1,0 +1,519 @@
+/*
+ * socket_conn.c: sets up the ring of the socket backend.
+ *
+ * Each rank listens on an ephemeral TCP port of one address (opts->ifaddr,
+ * else the local address the kernel would use to reach MASTER_ADDR, else the
+ * loopback), publishes "host:port" under the communicator's prefix in the
+ * store, reads its neighbours' addresses, connects to the next rank and
+ * accepts the previous one.  The connecting side opens with a hello (job
+ * nonce, communicator, ranks, size); the accepting side answers with a
+ * verdict and keeps only the previous rank: a stranger (another job, another
+ * communicator, a wrong rank) is refused and the wait goes on.  Every rank
+ * sends its hello before it waits for anything, so the ring cannot deadlock
+ * on its own set-up, and every wait is a poll() bounded by the deadline.
+ * This file does not move collective data (socket_ring.c does).
+ */
+#define _GNU_SOURCE /* accept4, POLLRDHUP */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "accel/alloc.h"
+#include "accel/log.h"
+#include "socket_int.h"
+
+#define HELLO_MAGIC 0x41435248u /* "ACRH" */
+#define REPLY_MAGIC 0x4143524bu /* "ACRK" */
+#define HELLO_VERSION 1u
+#define MAX_PENDING 16   /* strangers read at once while waiting for the previous rank */
+#define SOCK_BUF_BYTES 0 /* 0: leave the sizes to the kernel's autotuning */
+
+struct hello {
+    uint32_t magic, version;
+    uint64_t nonce, comm;
+    uint32_t from, to, size, pad;
+};
+
+enum verdict { V_OK, V_NONCE, V_COMM, V_RANK, V_PROTO };
+
+struct reply {
+    uint32_t magic, verdict;
+};
+
+double comm__now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int ms_left(double deadline)
+{
+    double left = deadline - comm__now();
+
+    if (left <= 0)
+        return 0;
+    return left * 1000.0 > INT_MAX ? INT_MAX : (int)(left * 1000.0) + 1;
+}
+
+/* FNV-1a 64 of the prefix: names the communicator in the hello. */
+static uint64_t comm_id(const char *prefix)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+
+    for (const unsigned char *p = (const unsigned char *)prefix; *p; p++)
+        h = (h ^ *p) * 0x100000001b3ull;
+    return h;
+}
+
+void comm__sock_close(struct sock *s)
+{
+    if (s->next_fd >= 0)
+        close(s->next_fd);
+    if (s->prev_fd >= 0)
+        close(s->prev_fd);
+    s->next_fd = s->prev_fd = -1;
+}
+
+/* Non-blocking, no Nagle (a ring step's small last segment must not wait for
+ * an acknowledgement), and socket buffers large enough to keep a chunk in
+ * flight.  The buffer sizes are a request; the kernel caps them. */
+static void tune(int fd)
+{
+    const char *env = getenv("ACCELRUN_SOCKET_BUF");
+    int one = 1, buf = env != NULL && env[0] != '\0' ? atoi(env) : SOCK_BUF_BYTES;
+
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (buf > 0) {
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+    }
+    (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+static void format_addr(const struct sockaddr *sa, socklen_t len, char *out, size_t size)
+{
+    char host[NI_MAXHOST], port[NI_MAXSERV];
+
+    if (getnameinfo(sa, len, host, sizeof(host), port, sizeof(port),
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+        snprintf(out, size, "?");
+        return;
+    }
+    snprintf(out, size, sa->sa_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
+}
+
+/* The address to listen on: opts' ifaddr, else the source address of a route
+ * to MASTER_ADDR (a UDP connect sends nothing), else the IPv4 loopback. */
+static enum accel_err local_addr(struct accel_comm *c, const struct sock *s,
+                                 struct sockaddr_storage *ss, socklen_t *len,
+                                 struct accel_error *err)
+{
+    struct addrinfo hints, *ai = NULL;
+    const char *master = getenv("MASTER_ADDR");
+    int rc;
+
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    if (s->ifaddr[0] != '\0') {
+        hints.ai_socktype = SOCK_STREAM;
+        rc = getaddrinfo(s->ifaddr, NULL, &hints, &ai);
+        if (rc != 0 || ai == NULL)
+            return accel_error_set(err, ACCEL_EINVAL, "rank %u of %u: init: bad address %s: %s",
+                                   c->rank, c->size, s->ifaddr, gai_strerror(rc));
+        memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+        *len = ai->ai_addrlen;
+        freeaddrinfo(ai);
+        return ACCEL_OK;
+    }
+    if (master != NULL && master[0] != '\0') {
+        hints.ai_socktype = SOCK_DGRAM;
+        if (getaddrinfo(master, "9", &hints, &ai) == 0 && ai != NULL) {
+            int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+            *len = sizeof(*ss);
+            if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+                getsockname(fd, (struct sockaddr *)ss, len) == 0) {
+                close(fd);
+                freeaddrinfo(ai);
+                return ACCEL_OK;
+            }
+            if (fd >= 0)
+                close(fd);
+            freeaddrinfo(ai);
+        }
+    }
+    {
+        struct sockaddr_in *in = (struct sockaddr_in *)ss;
+        memset(ss, 0, sizeof(*ss));
+        in->sin_family = AF_INET;
+        in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        *len = sizeof(*in);
+    }
+    return ACCEL_OK;
+}
+
+static enum accel_err listen_on(struct accel_comm *c, struct sock *s, int *out,
+                                struct accel_error *err)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    enum accel_err rc;
+    int fd;
+
+    rc = local_addr(c, s, &ss, &len, err);
+    if (rc != ACCEL_OK)
+        return rc;
+    if (ss.ss_family == AF_INET)
+        ((struct sockaddr_in *)&ss)->sin_port = 0;
+    else if (ss.ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+    fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return accel_error_sys(err, ACCEL_EIO, "rank %u of %u: init: socket", c->rank, c->size);
+    tune(fd); /* accepted connections inherit the buffer sizes */
+    if (bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, MAX_PENDING) != 0) {
+        char a[SOCK_ADDR_MAX];
+        format_addr((struct sockaddr *)&ss, len, a, sizeof(a));
+        rc = accel_error_sys(err, ACCEL_EIO, "rank %u of %u: init: couldn't listen on %s", c->rank,
+                             c->size, a);
+        close(fd);
+        return rc;
+    }
+    len = sizeof(ss);
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0) {
+        rc = accel_error_sys(err, ACCEL_EIO, "rank %u of %u: init: getsockname", c->rank, c->size);
+        close(fd);
+        return rc;
+    }
+    format_addr((struct sockaddr *)&ss, len, s->addr, sizeof(s->addr));
+    *out = fd;
+    return ACCEL_OK;
+}
+
+/* Reads the published address of rank r into out. */
+static enum accel_err peer_addr(struct accel_comm *c, unsigned r, char *out, size_t size,
+                                struct accel_error *err)
+{
+    char key[160];
+    void *val = NULL;
+    size_t len = 0;
+    enum accel_err rc;
+
+    snprintf(key, sizeof(key), "%ssock/%u", c->prefix, r);
+    rc = accel_store_get(c->store, key, &val, &len, err);
+    if (rc == ACCEL_ETIMEDOUT && err != NULL) {
+        char why[sizeof(err->msg)];
+        snprintf(why, sizeof(why), "%s", err->msg);
+        return accel_error_set(err, rc, "rank %u of %u: init: rank %u never joined (%s)", c->rank,
+                               c->size, r, why);
+    }
+    if (rc != ACCEL_OK)
+        return rc;
+    if (len == 0 || len >= size) {
+        accel_free(val);
+        return accel_error_set(err, ACCEL_EPEER, "rank %u of %u: init: bad address for rank %u",
+                               c->rank, c->size, r);
+    }
+    memcpy(out, val, len);
+    out[len] = '\0';
+    accel_free(val);
+    return ACCEL_OK;
+}
+
+/* Starts a non-blocking connect to "host:port" or "[v6]:port". */
+static enum accel_err start_connect(struct accel_comm *c, const char *addr, int *out,
+                                    struct accel_error *err)
+{
+    char host[SOCK_ADDR_MAX];
+    const char *colon = strrchr(addr, ':');
+    struct addrinfo hints, *ai = NULL;
+    size_t hl;
+    int fd, rc;
+
+    if (colon == NULL)
+        return accel_error_set(err, ACCEL_EPEER, "rank %u of %u: init: bad address %s", c->rank,
+                               c->size, addr);
+    hl = (size_t)(colon - addr);
+    if (hl >= 2 && addr[0] == '[' && addr[hl - 1] == ']') {
+        memcpy(host, addr + 1, hl - 2);
+        host[hl - 2] = '\0';
+    } else {
+        memcpy(host, addr, hl);
+        host[hl] = '\0';
+    }
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+    rc = getaddrinfo(host, colon + 1, &hints, &ai);
+    if (rc != 0 || ai == NULL)
+        return accel_error_set(err, ACCEL_EPEER, "rank %u of %u: init: bad address %s: %s", c->rank,
+                               c->size, addr, gai_strerror(rc));
+    fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        freeaddrinfo(ai);
+        return accel_error_sys(err, ACCEL_EIO, "rank %u of %u: init: socket", c->rank, c->size);
+    }
+    tune(fd);
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+        enum accel_err e = accel_error_sys(err, ACCEL_EPEER, "rank %u of %u: init: connect to %s",
+                                           c->rank, c->size, addr);
+        freeaddrinfo(ai);
+        close(fd);
+        return e;
+    }
+    freeaddrinfo(ai);
+    *out = fd;
+    return ACCEL_OK;
+}
+
+/* Writes all of buf before the deadline (a hello or reply: a few bytes). */
+static int write_all(int fd, const void *buf, size_t len, double deadline)
+{
+    const char *p = buf;
+
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            p += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            return -1;
+        {
+            struct pollfd pfd = {fd, POLLOUT, 0};
+            int ms = ms_left(deadline);
+            if (ms == 0) {
+                errno = ETIMEDOUT;
+                return -1;
+            }
+            if (poll(&pfd, 1, ms) < 0 && errno != EINTR)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+struct pending {
+    int fd;
+    size_t got;
+    struct hello h;
+};
+
+static const char *verdict_text(uint32_t v)
+{
+    switch (v) {
+    case V_NONCE:
+        return "the job nonce differs (another job or step)";
+    case V_COMM:
+        return "it belongs to another communicator";
+    case V_RANK:
+        return "wrong rank or size";
+    default:
+        return "bad hello";
+    }
+}
+
+/* Checks a stranger's hello; returns the verdict. */
+static enum verdict judge(const struct accel_comm *c, const struct sock *s, const struct hello *h)
+{
+    if (h->magic != HELLO_MAGIC || h->version != HELLO_VERSION)
+        return V_PROTO;
+    if (h->nonce != s->nonce)
+        return V_NONCE;
+    if (h->comm != comm_id(c->prefix))
+        return V_COMM;
+    if (h->from != s->prev || h->to != c->rank || h->size != c->size)
+        return V_RANK;
+    return V_OK;
+}
+
+enum accel_err comm__sock_connect(struct accel_comm *c, struct sock *s, struct accel_error *err)
+{
+    double deadline = comm__now() + c->timeout_s;
+    struct pending pend[MAX_PENDING];
+    size_t npend = 0, reply_got = 0;
+    struct hello mine;
+    struct reply rep;
+    char key[160];
+    int lfd = -1, nfd = -1;
+    bool next_ok = false, hello_sent = false, prev_judged = false;
+    enum accel_err refused_rc = ACCEL_OK;
+    unsigned refused = 0;
+    enum accel_err rc;
+
+    s->next = (c->rank + 1) % c->size;
+    s->prev = (c->rank + c->size - 1) % c->size;
+    rc = listen_on(c, s, &lfd, err);
+    if (rc != ACCEL_OK)
+        return rc;
+    snprintf(key, sizeof(key), "%ssock/%u", c->prefix, c->rank);
+    rc = accel_store_set(c->store, key, s->addr, strlen(s->addr), err);
+    if (rc != ACCEL_OK)
+        goto out;
+    rc = peer_addr(c, s->next, s->next_addr, sizeof(s->next_addr), err);
+    if (rc == ACCEL_OK)
+        rc = peer_addr(c, s->prev, s->prev_addr, sizeof(s->prev_addr), err);
+    if (rc != ACCEL_OK)
+        goto out;
+    rc = start_connect(c, s->next_addr, &nfd, err);
+    if (rc != ACCEL_OK)
+        goto out;
+    memset(&mine, 0, sizeof(mine));
+    mine.magic = HELLO_MAGIC;
+    mine.version = HELLO_VERSION;
+    mine.nonce = s->nonce;
+    mine.comm = comm_id(c->prefix);
+    mine.from = c->rank;
+    mine.to = s->next;
+    mine.size = c->size;
+
+    /* Until the next rank has answered and the previous one is in.  A rank
+     * that the next one refused still answers its previous rank's hello
+     * before it gives up, so that both sides of a mismatch learn why. */
+    while (!((next_ok || refused_rc != ACCEL_OK) &&
+             (s->prev_fd >= 0 || (refused_rc != ACCEL_OK && prev_judged)))) {
+        struct pollfd pfd[MAX_PENDING + 2];
+        size_t np = 0, npolled = npend;
+        int ms = ms_left(deadline);
+
+        if (ms == 0) {
+            if (s->prev_fd < 0)
+                rc =
+                    accel_error_set(err, ACCEL_ETIMEDOUT,
+                                    "rank %u of %u: init: rank %u (%s) did not connect within "
+                                    "%g s (%u strangers refused)",
+                                    c->rank, c->size, s->prev, s->prev_addr, c->timeout_s, refused);
+            else
+                rc = accel_error_set(err, ACCEL_ETIMEDOUT,
+                                     "rank %u of %u: init: rank %u (%s) did not answer within %g s",
+                                     c->rank, c->size, s->next, s->next_addr, c->timeout_s);
+            goto out;
+        }
+        pfd[np++] = (struct pollfd){next_ok || refused_rc != ACCEL_OK ? -1 : nfd,
+                                    (short)(hello_sent ? POLLIN : POLLOUT), 0};
+        pfd[np++] = (struct pollfd){s->prev_fd < 0 && npend < MAX_PENDING ? lfd : -1, POLLIN, 0};
+        for (size_t i = 0; i < npend; i++)
+            pfd[np++] = (struct pollfd){pend[i].fd, POLLIN, 0};
+        if (poll(pfd, np, ms) < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = accel_error_sys(err, ACCEL_EIO, "rank %u of %u: init: poll", c->rank, c->size);
+            goto out;
+        }
+        /* our connection to the next rank: hello out, verdict in */
+        if (!hello_sent && (pfd[0].revents & (POLLOUT | POLLERR | POLLHUP))) {
+            int e = 0;
+            socklen_t el = sizeof(e);
+            (void)getsockopt(nfd, SOL_SOCKET, SO_ERROR, &e, &el);
+            if (e != 0 || write_all(nfd, &mine, sizeof(mine), deadline) != 0) {
+                if (e != 0)
+                    errno = e;
+                rc = accel_error_sys(err, ACCEL_EPEER,
+                                     "rank %u of %u: init: couldn't reach rank %u at %s", c->rank,
+                                     c->size, s->next, s->next_addr);
+                goto out;
+            }
+            hello_sent = true;
+        } else if (hello_sent && !next_ok && (pfd[0].revents & (POLLIN | POLLERR | POLLHUP))) {
+            ssize_t n = recv(nfd, (char *)&rep + reply_got, sizeof(rep) - reply_got, 0);
+            if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR))) {
+                if (n == 0)
+                    errno = ECONNRESET;
+                rc = accel_error_sys(err, ACCEL_EPEER,
+                                     "rank %u of %u: init: rank %u (%s) closed the connection",
+                                     c->rank, c->size, s->next, s->next_addr);
+                goto out;
+            }
+            if (n > 0 && (reply_got += (size_t)n) == sizeof(rep)) {
+                if (rep.magic != REPLY_MAGIC || rep.verdict != V_OK)
+                    refused_rc = accel_error_set(
+                        err, rep.verdict == V_NONCE ? ACCEL_ENONCE : ACCEL_EPEER,
+                        "rank %u of %u: init: refused by rank %u (%s): %s (our nonce %016llx)",
+                        c->rank, c->size, s->next, s->next_addr, verdict_text(rep.verdict),
+                        (unsigned long long)s->nonce);
+                else
+                    next_ok = true;
+            }
+        }
+        /* the hellos of the connections polled */
+        for (size_t i = 0; i < npolled; i++) {
+            struct pending *q = &pend[i];
+            enum verdict v;
+            struct reply r;
+            ssize_t n;
+
+            if (!(pfd[2 + i].revents & (POLLIN | POLLERR | POLLHUP)) || q->fd < 0)
+                continue;
+            n = recv(q->fd, (char *)&q->h + q->got, sizeof(q->h) - q->got, 0);
+            if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                continue;
+            if (n <= 0) {
+                close(q->fd);
+                q->fd = -1;
+                continue;
+            }
+            if ((q->got += (size_t)n) < sizeof(q->h))
+                continue;
+            v = s->prev_fd >= 0 ? V_RANK : judge(c, s, &q->h);
+            if (q->h.from == s->prev)
+                prev_judged = true;
+            r.magic = REPLY_MAGIC;
+            r.verdict = v;
+            if (write_all(q->fd, &r, sizeof(r), deadline) == 0 && v == V_OK) {
+                s->prev_fd = q->fd;
+                tune(q->fd);
+            } else {
+                refused++;
+                accel_log(ACCEL_LOG_WARN,
+                          "rank %u of %u: init: refused a connection claiming rank %u: %s", c->rank,
+                          c->size, q->h.from, verdict_text(v));
+                close(q->fd);
+            }
+            q->fd = -1;
+        }
+        /* a new connection: its hello is read from the next round on */
+        if (pfd[1].revents & POLLIN) {
+            int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (fd >= 0)
+                pend[npend++] = (struct pending){fd, 0, {0}};
+        }
+        /* drop the finished ones */
+        {
+            size_t k = 0;
+            for (size_t i = 0; i < npend; i++)
+                if (pend[i].fd >= 0)
+                    pend[k++] = pend[i];
+            npend = k;
+        }
+    }
+    if (refused_rc != ACCEL_OK) {
+        rc = refused_rc;
+        goto out;
+    }
+    s->next_fd = nfd;
+    nfd = -1;
+    rc = ACCEL_OK;
+out:
+    for (size_t i = 0; i < npend; i++)
+        close(pend[i].fd);
+    if (nfd >= 0)
+        close(nfd);
+    if (lfd >= 0)
+        close(lfd);
+    if (rc != ACCEL_OK)
+        comm__sock_close(s);
+    return rc;
+}

@@ -1,0 +1,84 @@
+/*
+ * socket_int.h (private to core/comm): the state of the `socket` backend and
+ * what its three files share.
+ *
+ *   socket.c       the backend's ops, split, and what a failure does (the
+ *                  first culprit recorded in the store, the ring closed so
+ *                  that the failure reaches every rank)
+ *   socket_conn.c  setting the ring up: listen, publish, connect, hello
+ *   socket_ring.c  the pipelined ring that runs every collective
+ *
+ * Every rank holds two TCP connections: one to its next rank (rank + 1 mod
+ * size), which it only writes, and one from its previous rank, which it only
+ * reads.  Both are non-blocking; every wait is a poll() bounded by the
+ * operation's deadline.
+ */
+#ifndef ACCEL_COMM_SOCKET_INT_H
+#define ACCEL_COMM_SOCKET_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm_int.h"
+
+#define SOCK_ADDR_MAX 80                /* "[v6 address]:port" and a NUL */
+#define SOCK_DEFAULT_CHUNK (512u << 10) /* bytes of a pipeline chunk */
+#define SOCK_MIN_CHUNK 4096u
+#define SOCK_MAX_CHUNK (64u << 20)
+#define SOCK_ROUND_CHUNKS 4u      /* chunks of a block in flight per step */
+#define SOCK_MIN_PIPE (64u << 10) /* smallest piece a mid-size block is cut into */
+#define SOCK_SPIN_US 20           /* default retry before poll() sleeps */
+
+struct sock {
+    int next_fd, prev_fd;     /* -1 once closed */
+    unsigned next, prev;      /* their ranks */
+    char addr[SOCK_ADDR_MAX]; /* ours, as published */
+    char next_addr[SOCK_ADDR_MAX], prev_addr[SOCK_ADDR_MAX];
+    uint64_t nonce; /* presented in the hello and required of the previous rank */
+    size_t chunk_bytes;
+    char ifaddr[SOCK_ADDR_MAX]; /* opts->ifaddr, kept for the communicators of a split */
+    uint32_t seq;               /* operations run so far; in every operation's header */
+    double spin_s;              /* retry this long before sleeping in poll() */
+    /* working memory, grown on demand, kept between operations */
+    void *scratch;              /* 2 x SOCK_ROUND_CHUNKS chunks of fp32 partial sums */
+    void *stage_in, *stage_out; /* one chunk each */
+};
+
+/* socket_conn.c: listens, publishes this rank's address under c->prefix,
+ * connects to the next rank and accepts the previous one, each checked with
+ * a hello carrying s->nonce and the communicator.  Fills s->*_fd and the
+ * addresses. */
+enum accel_err comm__sock_connect(struct accel_comm *c, struct sock *s, struct accel_error *err);
+
+/* Closes both ring connections (the failure cascade); -1 is allowed. */
+void comm__sock_close(struct sock *s);
+
+/* socket_ring.c: the collectives.  Each returns through comm__sock_fail on
+ * a transport failure. */
+enum accel_err comm__sock_all_reduce(struct accel_comm *c, const void *send, void *recv,
+                                     size_t count, enum accel_dtype t, enum accel_redop op,
+                                     struct accel_error *err);
+enum accel_err comm__sock_reduce_scatter(struct accel_comm *c, const void *send, void *recv,
+                                         size_t recvcount, enum accel_dtype t, enum accel_redop op,
+                                         struct accel_error *err);
+enum accel_err comm__sock_all_gather(struct accel_comm *c, const void *send, void *recv,
+                                     size_t sendcount, enum accel_dtype t, struct accel_error *err);
+enum accel_err comm__sock_broadcast(struct accel_comm *c, const void *send, void *recv,
+                                    size_t count, enum accel_dtype t, unsigned root,
+                                    struct accel_error *err);
+enum accel_err comm__sock_barrier(struct accel_comm *c, struct accel_error *err);
+
+/* socket.c: operation `what` failed here for the reason `fmt` (which names
+ * the rank and address at fault: "rank 3 (10.0.0.2:41234) closed its
+ * connection").  Unless an earlier failure of this communicator is recorded in
+ * the store, records this one there, once; then reports the first one, which
+ * names the rank that failed first.  Closes the ring so that the failure
+ * reaches every rank, sets c->failed, fills err and returns the code
+ * reported. */
+enum accel_err comm__sock_fail(struct accel_comm *c, struct accel_error *err, const char *what,
+                               enum accel_err code, const char *fmt, ...) ACCEL_PRINTF(5, 6);
+
+/* Seconds on a monotonic clock. */
+double comm__now(void);
+
+#endif

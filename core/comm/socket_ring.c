@@ -1,0 +1,637 @@
+/*
+ * socket_ring.c: every collective of the socket backend as one pipelined
+ * ring over the two connections of socket_conn.c.
+ *
+ * The data is cut into `size` blocks (the first count % size of them one
+ * element longer), each block into rounds of up to SOCK_ROUND_CHUNKS chunks
+ * of chunk_bytes.  A round runs the reduce-scatter steps (rank r sends block
+ * r-s-1 at step s and receives block r-s-2, adding its own values) and then
+ * the all-gather steps (it sends block r-s and receives block r-s-1), chunk
+ * by chunk.  Sends and receives are two ordered streams of such units that
+ * run at once over non-blocking sockets and one poll(): a send waits only
+ * for the unit it forwards to have arrived, a reduce-scatter receive only for
+ * the scratch slot it overwrites to have been sent, so neither big messages nor a slow
+ * neighbour can deadlock the ring, and each rank keeps at most
+ * 2 x SOCK_ROUND_CHUNKS chunks of partial sums whatever the message size.
+ *
+ * Reduction order (what makes results bit-exact from run to run): element i
+ * of block b is summed in fp32 in ring order starting at rank b+1:
+ * ((x[b+1] + x[b+2]) + ...) + x[b], ranks mod size.  The blocks depend only
+ * on (size, count), so the result does too; chunking changes nothing.  The
+ * partial sums travel as fp32 whatever the type, so a bf16 or fp16 result
+ * is rounded once, at the last hop, after the division of avg.
+ *
+ * A rank that finds nothing to do retries for s->spin_s (default 20 us),
+ * yielding the CPU, before it sleeps in poll(): waking a sleeping process
+ * costs more than the usual wait for a neighbour's next piece.
+ *
+ * Broadcast is a pipelined chain root, root+1, ..., root-1 over the same
+ * connections; barrier is an all-gather of one byte per rank.  Each
+ * operation starts with a header (sequence number, operation, type, count,
+ * root) that the receiver compares with its own, so ranks that call
+ * different operations fail with ACCEL_EINVAL instead of mixing data.
+ */
+#define _GNU_SOURCE /* accept4, POLLRDHUP */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "accel/alloc.h"
+#include "dtype_int.h"
+#include "socket_int.h"
+
+enum ring_kind { RING_ALL_REDUCE, RING_REDUCE_SCATTER, RING_ALL_GATHER, RING_BROADCAST };
+
+struct plan {
+    enum ring_kind kind;
+    const char *what; /* operation name, for messages */
+    const char *in;
+    char *out;
+    size_t count; /* all_reduce, broadcast: all elements; others: one block */
+    enum accel_dtype t;
+    size_t es;      /* bytes of an element of the result (1 for barrier) */
+    unsigned avg_n; /* divide the sum by this; 0 = sum */
+    unsigned root;
+    unsigned n, r;
+    /* ring geometry (not broadcast) */
+    unsigned nrs;   /* reduce-scatter steps of a round: 0 or n - 1 */
+    unsigned steps; /* all steps of a round */
+    size_t lc;      /* elements of a chunk */
+    size_t nc;      /* chunks of a block in one step of a round */
+    size_t nunits;  /* units of each stream */
+    size_t chunk;   /* broadcast: bytes of a unit */
+    float *scratch;
+    char *stage_in, *stage_out;
+};
+
+/* One unit of a stream.  For a receive, `buf` is where the bytes land and
+ * `act` what happens when they are all there. */
+enum unit_act { ACT_NONE, ACT_REDUCE, ACT_FINAL };
+struct unit {
+    char *buf;
+    size_t bytes;
+    enum unit_act act;
+    const char *own; /* this rank's input for the same elements */
+    void *dst;       /* ACT_REDUCE: fp32 scratch; ACT_FINAL: the result */
+    size_t nel;
+};
+
+/* What every rank of an operation must agree on; compared byte for byte. */
+struct op_hdr {
+    uint32_t magic, seq, kind, dtype, op, root;
+    uint64_t count;
+};
+#define OP_MAGIC 0x41435231u /* "ACR1" */
+
+static unsigned mod(long long v, unsigned n)
+{
+    long long m = v % (long long)n;
+    return (unsigned)(m < 0 ? m + n : m);
+}
+
+static size_t block_len(const struct plan *p, unsigned b)
+{
+    if (p->kind == RING_ALL_REDUCE)
+        return p->count / p->n + (b < p->count % p->n ? 1 : 0);
+    return p->count;
+}
+
+static size_t block_off(const struct plan *p, unsigned b)
+{
+    if (p->kind == RING_ALL_REDUCE) {
+        size_t q = p->count / p->n, rem = p->count % p->n;
+        return b * q + (b < rem ? b : rem);
+    }
+    return b * p->count;
+}
+
+static size_t min_sz(size_t a, size_t b)
+{
+    return a < b ? a : b;
+}
+
+/* Describes unit u of the send (is_send) or receive stream.  Preparing a
+ * send of this rank's own data in a 16-bit type widens it into stage_out. */
+static void unit_at(const struct plan *p, size_t u, bool is_send, struct unit *x)
+{
+    size_t per_round, j, rem, k, lo, hi, len, off, L, g;
+    unsigned s, b;
+    bool rs;
+
+    memset(x, 0, sizeof(*x));
+    if (p->kind == RING_BROADCAST) {
+        size_t total = p->count * p->es;
+        lo = u * p->chunk;
+        x->bytes = min_sz(p->chunk, total - lo);
+        x->buf = (is_send && p->r == p->root ? (char *)p->in : p->out) + lo;
+        return;
+    }
+    per_round = (size_t)p->steps * p->nc;
+    j = u / per_round;
+    rem = u % per_round;
+    s = (unsigned)(rem / p->nc);
+    k = rem % p->nc;
+    g = j * p->steps + s; /* global step, for the scratch slots */
+    rs = s < p->nrs;
+    if (is_send)
+        b = rs ? mod((long long)p->r - s - 1, p->n) : mod((long long)p->r - (s - p->nrs), p->n);
+    else
+        b = rs ? mod((long long)p->r - s - 2, p->n) : mod((long long)p->r - (s - p->nrs) - 1, p->n);
+    L = p->nc * p->lc;
+    len = block_len(p, b);
+    lo = j * L + k * p->lc;
+    hi = min_sz(min_sz(lo + p->lc, (j + 1) * L), len);
+    x->nel = hi > lo ? hi - lo : 0;
+    off = block_off(p, b) + lo;
+    if (!rs) {
+        x->bytes = x->nel * p->es;
+        x->buf = p->out + off * p->es;
+        return;
+    }
+    x->bytes = x->nel * sizeof(float);
+    if (is_send) {
+        if (s > 0) {
+            x->buf = (char *)(p->scratch + (((g - 1) % 2) * p->nc + k) * p->lc);
+        } else if (p->t == ACCEL_F32) {
+            x->buf = (char *)p->in + off * p->es;
+        } else {
+            comm__to_f32((float *)p->stage_out, p->in + off * p->es, x->nel, p->t);
+            x->buf = p->stage_out;
+        }
+        return;
+    }
+    x->buf = p->stage_in;
+    x->own = p->in + off * p->es;
+    if (s + 1 == p->nrs) {
+        x->act = ACT_FINAL;
+        x->dst = p->kind == RING_ALL_REDUCE ? p->out + off * p->es : p->out + lo * p->es;
+    } else {
+        x->act = ACT_REDUCE;
+        x->dst = p->scratch + ((g % 2) * p->nc + k) * p->lc;
+    }
+}
+
+static void unit_finish(const struct plan *p, const struct unit *x)
+{
+    switch (x->act) {
+    case ACT_NONE:
+        return;
+    case ACT_REDUCE:
+        comm__reduce_f32(x->dst, (const float *)x->buf, x->own, x->nel, p->t);
+        return;
+    case ACT_FINAL:
+        comm__reduce_final(x->dst, (const float *)x->buf, x->own, x->nel, p->t, p->avg_n);
+        return;
+    }
+}
+
+/* A send may start once the unit it forwards has arrived (nrecv units have);
+ * a receive once the scratch slot it overwrites has been sent. */
+static bool send_ready(const struct plan *p, size_t u, size_t nrecv)
+{
+    if (p->kind == RING_BROADCAST)
+        return p->r == p->root || nrecv > u;
+    if ((u % ((size_t)p->steps * p->nc)) < p->nc) /* step 0 of a round: own data */
+        return true;
+    return nrecv + p->nc > u;
+}
+
+static bool recv_ready(const struct plan *p, size_t v, size_t nsent)
+{
+    size_t s;
+
+    if (p->kind == RING_BROADCAST)
+        return true;
+    /* An all-gather unit lands in the result, which no pending send reads
+     * before the data it depends on has been sent (the value of a block
+     * arriving here includes what this rank sent for it), so it may run
+     * ahead; a reduce-scatter unit must wait for its scratch slot. */
+    s = (v % ((size_t)p->steps * p->nc)) / p->nc;
+    if (s >= p->nrs)
+        return true;
+    return v < p->nc || nsent + p->nc > v;
+}
+
+struct side {
+    size_t u;      /* units done */
+    size_t off;    /* bytes of unit u done */
+    size_t hdr;    /* header bytes done */
+    bool prepared; /* cur describes unit u */
+    struct unit cur;
+};
+
+static enum accel_err peer_error(struct accel_comm *c, struct accel_error *err,
+                                 const struct plan *p, bool next, int e)
+{
+    struct sock *s = c->impl;
+    unsigned who = next ? s->next : s->prev;
+    const char *addr = next ? s->next_addr : s->prev_addr;
+
+    if (e == 0 || e == ECONNRESET || e == EPIPE)
+        return comm__sock_fail(c, err, p->what, ACCEL_EPEER, "rank %u (%s) closed its connection",
+                               who, addr);
+    return comm__sock_fail(c, err, p->what, ACCEL_EPEER,
+                           "the connection with rank %u (%s) failed: %s", who, addr, strerror(e));
+}
+
+static const char *kind_name(uint32_t kind)
+{
+    static const char *const names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
+                                        "barrier"};
+    return kind < sizeof(names) / sizeof(names[0]) ? names[kind] : "?";
+}
+
+/* Ranks that called different operations (or the same with other counts,
+ * types or roots): the stream cannot be trusted past this header. */
+static enum accel_err mismatch(struct accel_comm *c, struct accel_error *err, const struct plan *p,
+                               const struct op_hdr *in, const struct op_hdr *mine)
+{
+    struct sock *s = c->impl;
+
+    return comm__sock_fail(c, err, p->what, ACCEL_EINVAL,
+                           "ranks called different operations: rank %u called #%u %s(%s, count "
+                           "%llu, root %u), rank %u called #%u %s(%s, count %llu, root %u)",
+                           s->prev, in->seq, kind_name(in->kind),
+                           accel_dtype_name((enum accel_dtype)in->dtype),
+                           (unsigned long long)in->count, in->root, c->rank, mine->seq,
+                           kind_name(mine->kind), accel_dtype_name((enum accel_dtype)mine->dtype),
+                           (unsigned long long)mine->count, mine->root);
+}
+
+static int sock_error(int fd)
+{
+    int e = 0;
+    socklen_t len = sizeof(e);
+
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0)
+        return errno;
+    return e;
+}
+
+/* Runs the two streams of plan p to the end or to the deadline. */
+static enum accel_err ring_run(struct accel_comm *c, struct plan *p, const struct op_hdr *hdr,
+                               struct accel_error *err)
+{
+    struct sock *s = c->impl;
+    struct op_hdr hin;
+    struct side tx = {0}, rx = {0};
+    bool do_tx, do_rx, prev_hup = false;
+    double deadline = comm__now() + c->timeout_s, idle_since = 0;
+
+    if (p->kind == RING_BROADCAST) {
+        do_tx = mod((long long)p->r - p->root, p->n) + 1 < p->n;
+        do_rx = p->r != p->root;
+    } else {
+        do_tx = do_rx = true;
+    }
+    for (;;) {
+        bool moved = false, tx_wait = false, rx_wait = false, tx_done, rx_done;
+        struct pollfd pfd[2];
+        double left;
+        int rc;
+
+        /* sends: the header, then each unit once its data is there */
+        while (do_tx) {
+            const char *src;
+            size_t len;
+            ssize_t got;
+
+            if (tx.hdr < sizeof(*hdr)) {
+                src = (const char *)hdr + tx.hdr;
+                len = sizeof(*hdr) - tx.hdr;
+            } else {
+                if (tx.u == p->nunits)
+                    break;
+                if (!tx.prepared) {
+                    if (!send_ready(p, tx.u, rx.u))
+                        break;
+                    unit_at(p, tx.u, true, &tx.cur);
+                    tx.prepared = true;
+                    tx.off = 0;
+                }
+                if (tx.off == tx.cur.bytes) {
+                    tx.u++;
+                    tx.prepared = false;
+                    moved = true;
+                    continue;
+                }
+                src = tx.cur.buf + tx.off;
+                len = tx.cur.bytes - tx.off;
+            }
+            got = send(s->next_fd, src, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (got < 0) {
+                if (errno == EINTR)
+                    continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                    tx_wait = true;
+                    break;
+                }
+                return peer_error(c, err, p, true, errno);
+            }
+            moved = true;
+            if (tx.hdr < sizeof(*hdr))
+                tx.hdr += (size_t)got;
+            else
+                tx.off += (size_t)got;
+        }
+        /* receives: the header, checked, then each unit once its slot is free */
+        while (do_rx) {
+            char *dst;
+            size_t len;
+            ssize_t got;
+
+            if (rx.hdr < sizeof(hin)) {
+                dst = (char *)&hin + rx.hdr;
+                len = sizeof(hin) - rx.hdr;
+            } else {
+                if (rx.u == p->nunits)
+                    break;
+                if (!rx.prepared) {
+                    if (!recv_ready(p, rx.u, tx.u))
+                        break;
+                    unit_at(p, rx.u, false, &rx.cur);
+                    rx.prepared = true;
+                    rx.off = 0;
+                }
+                if (rx.off == rx.cur.bytes) {
+                    unit_finish(p, &rx.cur);
+                    rx.u++;
+                    rx.prepared = false;
+                    moved = true;
+                    continue;
+                }
+                dst = rx.cur.buf + rx.off;
+                len = rx.cur.bytes - rx.off;
+            }
+            got = recv(s->prev_fd, dst, len, MSG_DONTWAIT);
+            if (got < 0) {
+                if (errno == EINTR)
+                    continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                    rx_wait = true;
+                    break;
+                }
+                return peer_error(c, err, p, false, errno);
+            }
+            if (got == 0)
+                return peer_error(c, err, p, false, 0);
+            moved = true;
+            if (rx.hdr < sizeof(hin)) {
+                rx.hdr += (size_t)got;
+                if (rx.hdr == sizeof(hin) && memcmp(&hin, hdr, sizeof(hin)) != 0)
+                    return mismatch(c, err, p, &hin, hdr);
+            } else {
+                rx.off += (size_t)got;
+            }
+        }
+        tx_done = !do_tx || (tx.hdr == sizeof(*hdr) && tx.u == p->nunits);
+        rx_done = !do_rx || (rx.hdr == sizeof(hin) && rx.u == p->nunits);
+        if (tx_done && rx_done)
+            return ACCEL_OK;
+        if (moved) {
+            idle_since = 0;
+            continue;
+        }
+        /* Nothing moved.  Retry for a few microseconds, yielding the CPU,
+         * before sleeping in poll(): the neighbour's data is usually a
+         * moment away, and waking a sleeping process costs more than that
+         * (most on a virtual machine).  Bounded by s->spin_s, not a wait. */
+        if (s->spin_s > 0) {
+            double t = comm__now();
+            if (idle_since == 0)
+                idle_since = t;
+            if (t - idle_since < s->spin_s) {
+                sched_yield();
+                continue;
+            }
+        }
+
+        /* Nothing moved: wait for room, data or a hang-up.  The next rank
+         * never writes to us, so any event but POLLOUT on its connection
+         * means it is gone.  The previous rank may legitimately close after
+         * its last send, so a hang-up there only matters once we read. */
+        pfd[0].fd = tx_done ? -1 : s->next_fd;
+        pfd[0].events = (short)(POLLRDHUP | (tx_wait ? POLLOUT : 0));
+        pfd[1].fd = rx_done || (prev_hup && !rx_wait) ? -1 : s->prev_fd;
+        pfd[1].events = (short)((rx_wait ? POLLIN : 0) | (prev_hup ? 0 : POLLRDHUP));
+        pfd[0].revents = pfd[1].revents = 0;
+        left = deadline - comm__now();
+        if (left <= 0) {
+            bool blame_prev = !rx_done && (rx_wait || tx_done);
+            unsigned who = blame_prev ? s->prev : s->next;
+            return comm__sock_fail(c, err, p->what, ACCEL_ETIMEDOUT,
+                                   "no progress with rank %u (%s) within %g s", who,
+                                   blame_prev ? s->prev_addr : s->next_addr, c->timeout_s);
+        }
+        rc = poll(pfd, 2, left * 1000.0 > INT_MAX ? INT_MAX : (int)(left * 1000.0) + 1);
+        if (rc < 0 && errno != EINTR)
+            return comm__sock_fail(c, err, p->what, ACCEL_EIO, "poll failed: %s", strerror(errno));
+        if (pfd[0].revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL))
+            return peer_error(c, err, p, true, sock_error(s->next_fd));
+        if (pfd[1].revents & (POLLERR | POLLNVAL))
+            return peer_error(c, err, p, false, sock_error(s->prev_fd));
+        if (pfd[1].revents & (POLLHUP | POLLRDHUP))
+            prev_hup = true;
+    }
+}
+
+/* Sets up the geometry of a ring plan and the working memory it needs. */
+static enum accel_err plan_ring(struct accel_comm *c, struct plan *p, struct accel_error *err)
+{
+    struct sock *s = c->impl;
+    size_t maxlen = p->kind == RING_ALL_REDUCE ? (p->count + p->n - 1) / p->n : p->count;
+    size_t wire = p->nrs > 0 ? sizeof(float) : p->es; /* widest element on the wire */
+    size_t rounds;
+
+    p->steps = p->nrs + (p->kind == RING_REDUCE_SCATTER ? 0 : p->n - 1);
+    p->lc = s->chunk_bytes / wire;
+    /* A block smaller than a round still goes in SOCK_ROUND_CHUNKS pieces
+     * (of SOCK_MIN_PIPE bytes at least), so that a rank forwards the first
+     * piece of a step while the rest of it is still arriving. */
+    if (maxlen < p->lc * SOCK_ROUND_CHUNKS) {
+        size_t piece = (maxlen + SOCK_ROUND_CHUNKS - 1) / SOCK_ROUND_CHUNKS;
+        size_t floor = min_sz(SOCK_MIN_PIPE / wire, p->lc); /* never past a chunk */
+        p->lc = piece > floor ? piece : floor;
+        if (p->lc > maxlen)
+            p->lc = maxlen;
+    }
+    if (p->lc == 0)
+        p->lc = 1;
+    p->nc = (maxlen + p->lc - 1) / p->lc;
+    if (p->nc > SOCK_ROUND_CHUNKS)
+        p->nc = SOCK_ROUND_CHUNKS;
+    if (p->nc == 0)
+        p->nc = 1;
+    rounds = (maxlen + p->nc * p->lc - 1) / (p->nc * p->lc);
+    if (rounds == 0)
+        rounds = 1;
+    p->nunits = rounds * p->steps * p->nc;
+    if (p->nrs > 0) {
+        if (s->scratch == NULL)
+            s->scratch = accel_malloc(2 * SOCK_ROUND_CHUNKS * s->chunk_bytes);
+        if (s->stage_in == NULL)
+            s->stage_in = accel_malloc(s->chunk_bytes);
+        if (s->stage_out == NULL)
+            s->stage_out = accel_malloc(s->chunk_bytes);
+        if (s->scratch == NULL || s->stage_in == NULL || s->stage_out == NULL)
+            return accel_error_set(err, ACCEL_ENOMEM,
+                                   "rank %u of %u: %s: out of memory for %zu-byte chunks", c->rank,
+                                   c->size, p->what, s->chunk_bytes);
+        p->scratch = s->scratch;
+        p->stage_in = s->stage_in;
+        p->stage_out = s->stage_out;
+    }
+    return ACCEL_OK;
+}
+
+/* kind 4 in a header is the barrier, so that it never matches an all-gather */
+#define HDR_BARRIER 4u
+
+static void hdr_fill(struct accel_comm *c, const struct plan *p, struct op_hdr *h, unsigned op)
+{
+    struct sock *s = c->impl;
+
+    memset(h, 0, sizeof(*h));
+    h->magic = OP_MAGIC;
+    h->seq = s->seq++;
+    h->kind = (uint32_t)p->kind;
+    h->dtype = (uint32_t)p->t;
+    h->op = op;
+    h->root = p->root;
+    h->count = p->count;
+}
+
+static void plan_init(struct accel_comm *c, struct plan *p, enum ring_kind kind, const char *what,
+                      const void *send, void *recv, size_t count, enum accel_dtype t)
+{
+    memset(p, 0, sizeof(*p));
+    p->kind = kind;
+    p->what = what;
+    p->in = send;
+    p->out = recv;
+    p->count = count;
+    p->t = t;
+    p->es = accel_dtype_size(t);
+    p->n = c->size;
+    p->r = c->rank;
+}
+
+enum accel_err comm__sock_all_reduce(struct accel_comm *c, const void *send, void *recv,
+                                     size_t count, enum accel_dtype t, enum accel_redop op,
+                                     struct accel_error *err)
+{
+    struct plan p;
+    struct op_hdr h;
+    enum accel_err rc;
+
+    plan_init(c, &p, RING_ALL_REDUCE, "all_reduce", send, recv, count, t);
+    if (c->size == 1) {
+        if (send != recv)
+            memcpy(recv, send, count * p.es);
+        return ACCEL_OK;
+    }
+    p.avg_n = op == ACCEL_AVG ? c->size : 0;
+    p.nrs = c->size - 1;
+    rc = plan_ring(c, &p, err);
+    if (rc != ACCEL_OK)
+        return rc;
+    hdr_fill(c, &p, &h, (unsigned)op);
+    return ring_run(c, &p, &h, err);
+}
+
+enum accel_err comm__sock_reduce_scatter(struct accel_comm *c, const void *send, void *recv,
+                                         size_t recvcount, enum accel_dtype t, enum accel_redop op,
+                                         struct accel_error *err)
+{
+    struct plan p;
+    struct op_hdr h;
+    enum accel_err rc;
+
+    plan_init(c, &p, RING_REDUCE_SCATTER, "reduce_scatter", send, recv, recvcount, t);
+    if (c->size == 1) {
+        if (send != recv)
+            memcpy(recv, send, recvcount * p.es);
+        return ACCEL_OK;
+    }
+    p.avg_n = op == ACCEL_AVG ? c->size : 0;
+    p.nrs = c->size - 1;
+    rc = plan_ring(c, &p, err);
+    if (rc != ACCEL_OK)
+        return rc;
+    hdr_fill(c, &p, &h, (unsigned)op);
+    return ring_run(c, &p, &h, err);
+}
+
+/* The all-gather of `count` elements of type t, or, for the barrier, of one
+ * byte per rank. */
+static enum accel_err all_gather_bytes(struct accel_comm *c, bool barrier, const void *send,
+                                       void *recv, size_t count, enum accel_dtype t,
+                                       struct accel_error *err)
+{
+    struct plan p;
+    struct op_hdr h;
+    enum accel_err rc;
+    size_t es = barrier ? 1 : accel_dtype_size(t);
+    char *own = (char *)recv + (size_t)c->rank * count * es;
+
+    plan_init(c, &p, RING_ALL_GATHER, barrier ? "barrier" : "all_gather", send, recv, count, t);
+    p.es = es;
+    if (send != own)
+        memmove(own, send, count * es);
+    if (c->size == 1)
+        return ACCEL_OK;
+    rc = plan_ring(c, &p, err);
+    if (rc != ACCEL_OK)
+        return rc;
+    hdr_fill(c, &p, &h, 0);
+    if (barrier)
+        h.kind = HDR_BARRIER;
+    return ring_run(c, &p, &h, err);
+}
+
+enum accel_err comm__sock_all_gather(struct accel_comm *c, const void *send, void *recv,
+                                     size_t sendcount, enum accel_dtype t, struct accel_error *err)
+{
+    return all_gather_bytes(c, false, send, recv, sendcount, t, err);
+}
+
+enum accel_err comm__sock_broadcast(struct accel_comm *c, const void *send, void *recv,
+                                    size_t count, enum accel_dtype t, unsigned root,
+                                    struct accel_error *err)
+{
+    struct plan p;
+    struct op_hdr h;
+    struct sock *s = c->impl;
+    size_t total;
+
+    plan_init(c, &p, RING_BROADCAST, "broadcast", send, recv, count, t);
+    p.root = root;
+    total = count * p.es;
+    if (c->rank == root && send != recv)
+        memcpy(recv, send, total);
+    if (c->size == 1)
+        return ACCEL_OK;
+    p.chunk = s->chunk_bytes;
+    p.nunits = (total + p.chunk - 1) / p.chunk;
+    hdr_fill(c, &p, &h, 0);
+    return ring_run(c, &p, &h, err);
+}
+
+enum accel_err comm__sock_barrier(struct accel_comm *c, struct accel_error *err)
+{
+    char token = 1, all[256];
+    char *buf = c->size <= sizeof(all) ? all : accel_malloc(c->size);
+    enum accel_err rc;
+
+    if (buf == NULL)
+        return accel_error_set(err, ACCEL_ENOMEM, "rank %u of %u: barrier: out of memory", c->rank,
+                               c->size);
+    rc = all_gather_bytes(c, true, &token, buf, 1, ACCEL_F32, err);
+    if (buf != all)
+        accel_free(buf);
+    return rc;
+}
