@@ -4,7 +4,7 @@
  * (`srun --accel-config`, `accelrun launch`): it reads only the accelerate
  * environment (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
  *
- *   comm_check [--backend socket|nccl] [--sizes N,N,...] [--die R]
+ *   comm_check [--backend socket|nccl] [--sizes N,N,...] [--die R] [--split]
  *
  * Every operation, type and size, in place and out of place, against the
  * answer each rank computes alone.  The inputs are small integers (rank and
@@ -14,9 +14,13 @@
  * "comm_check: rank R of W (host H): N checks passed", and exits 0, or names
  * the first mismatch and exits 1.  --die R: rank R kills itself (SIGKILL)
  * just before the first all_reduce of the largest size, so the others are
- * inside that collective when it goes; they must fail, naming it.
+ * inside that collective when it goes; they must fail, naming it.  --split
+ * also checks accel_comm_split_nodes: the node communicator holds this node's
+ * ranks in LOCAL_RANK order, the rail communicator local rank L of every
+ * node in node order, and a sum over each is the sum of their global ranks.
  */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +182,50 @@ static int check_scatter_gather(struct ctx *x, enum accel_dtype t, size_t n, voi
     return 0;
 }
 
+/* The node and rail communicators of an even layout (the same task count on
+ * every node). */
+static int check_split(struct ctx *x)
+{
+    struct accel_comm *node = NULL, *rail = NULL;
+    struct accel_error e;
+    unsigned lws = accel_comm_size(x->c), local, group;
+    float v, sum;
+    int rc = 0;
+
+    if (accel_comm_split_nodes(x->c, &node, &rail, &e) != ACCEL_OK)
+        return failed(x, "split_nodes", &e);
+    lws = accel_comm_size(node);
+    local = accel_comm_rank(node);
+    group = accel_comm_rank(rail);
+    if (x->rank != group * lws + local || accel_comm_size(rail) * lws != x->world) {
+        fprintf(stderr, "comm_check: rank %u: node rank %u of %u, rail rank %u of %u\n", x->rank,
+                local, lws, group, accel_comm_size(rail));
+        rc = 1;
+    }
+    v = (float)x->rank;
+    if (rc == 0 && accel_all_reduce(node, &v, &sum, 1, ACCEL_F32, ACCEL_SUM, &e) != ACCEL_OK)
+        rc = failed(x, "all_reduce on the node", &e);
+    if (rc == 0 && sum != (float)(group * lws * lws + lws * (lws - 1) / 2))
+        rc = mismatch(x, "all_reduce on the node", ACCEL_F32, 1, 0, sum,
+                      (float)(group * lws * lws + lws * (lws - 1) / 2));
+    if (rc == 0 && accel_all_reduce(rail, &v, &sum, 1, ACCEL_F32, ACCEL_SUM, &e) != ACCEL_OK)
+        rc = failed(x, "all_reduce on the rail", &e);
+    {
+        unsigned n = accel_comm_size(rail);
+        float want = (float)(lws * n * (n - 1) / 2 + local * n);
+        if (rc == 0 && sum != want)
+            rc = mismatch(x, "all_reduce on the rail", ACCEL_F32, 1, 0, sum, want);
+    }
+    if (rc == 0) {
+        printf("comm_check: rank %u: node communicator %u of %u, rail communicator %u of %u\n",
+               x->rank, local, lws, group, accel_comm_size(rail));
+        x->checks += 2;
+    }
+    accel_comm_free(node);
+    accel_comm_free(rail);
+    return rc;
+}
+
 static int check_broadcast(struct ctx *x, enum accel_dtype t, size_t n, void *a, void *b)
 {
     struct accel_error e;
@@ -202,20 +250,23 @@ int main(int argc, char **argv)
     struct ctx x = {0};
     size_t sizes[32], nsizes = 0, max = 0;
     int rc = 0;
+    bool split = false;
 
     opts.cuda_device = -1;
     x.die = -1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc) {
             opts.backend = argv[++i];
+        } else if (strcmp(argv[i], "--split") == 0) {
+            split = true;
         } else if (strcmp(argv[i], "--die") == 0 && i + 1 < argc) {
             x.die = strtol(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
             for (char *s = argv[++i], *end; *s && nsizes < 32; s = *end ? end + 1 : end)
                 sizes[nsizes++] = strtoul(s, &end, 10);
         } else {
-            fprintf(stderr,
-                    "usage: comm_check [--backend socket|nccl] [--sizes N,N,...] [--die R]\n");
+            fprintf(stderr, "usage: comm_check [--backend socket|nccl] [--sizes N,N,...] [--die R] "
+                            "[--split]\n");
             return 2;
         }
     }
@@ -253,6 +304,8 @@ int main(int argc, char **argv)
                 rc = check_all_reduce(&x, types[ti], sizes[k], a, b) ||
                      check_scatter_gather(&x, types[ti], sizes[k], a, b) ||
                      check_broadcast(&x, types[ti], sizes[k], a, b);
+        if (rc == 0 && split)
+            rc = check_split(&x);
         if (rc == 0 && accel_comm_barrier(x.c, &e) != ACCEL_OK)
             rc = failed(&x, "barrier", &e);
         accel_free(a);

@@ -635,16 +635,22 @@ fi
 # in 4 tasks reads only the plugin's environment, meets at MASTER_ADDR:
 # MASTER_PORT, and checks every collective, type and size against its own
 # answer; then rank 2 kills itself inside the largest all_reduce and the
-# other ranks, on both hosts, fail naming it instead of hanging.
+# other ranks, on both hosts, fail naming it instead of hanging.  --split:
+# the node and rail communicators of accel_comm_split_nodes.
 "$LAB" plugstack $BASE_ARGS >/dev/null 2>&1 || bad "v: plugstack restored"
 if [ -x "$COMM_CHECK" ]; then
     install -m 755 "$COMM_CHECK" "$W/comm_check"
-    A "$W" 120 srun -N2 -n4 --accel-config=cfg-t.yaml "$W/comm_check"
-    if ran "v1: srun -N2 -n4 comm_check (socket backend, 2 hosts)"; then
+    A "$W" 120 srun -N2 -n4 --accel-config=cfg-t.yaml "$W/comm_check" --split
+    if ran "v1: srun -N2 -n4 comm_check --split (socket backend, 2 hosts)"; then
         if [ "$(printf '%s\n' "$out" | grep -c 'checks passed')" -eq 4 ] &&
             printf '%s\n' "$out" | grep -q '(host n1, socket)' &&
             printf '%s\n' "$out" | grep -q '(host n2, socket)'; then
             ok "v1: all 4 ranks on n1 and n2 passed every check ($(printf '%s\n' "$out" | grep -m1 -o '[0-9]* checks passed'))"
+            if [ "$(printf '%s\n' "$out" | grep -c 'node communicator [01] of 2, rail communicator [01] of 2')" -eq 4 ]; then
+                ok "v1: split_nodes: a node communicator of 2 on each host, a rail communicator of 2 across them"
+            else
+                bad "v1: split_nodes: a node communicator of 2 on each host, a rail communicator of 2 across them" "$out"
+            fi
         else
             bad "v1: all 4 ranks on n1 and n2 passed every check" "$out"
         fi

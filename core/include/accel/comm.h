@@ -80,6 +80,19 @@ enum accel_err accel_comm_init(struct accel_comm **out, struct accel_store *stor
 enum accel_err accel_comm_split(struct accel_comm *c, int color, int key, struct accel_comm **out,
                                 struct accel_error *err) ACCEL_WUR;
 
+/* The two-level split a hierarchical collective needs, from the layout the
+ * launcher exported (RANK, LOCAL_RANK, LOCAL_WORLD_SIZE; the
+ * plugin and `accelrun launch` number ranks contiguously per node, nodes in
+ * switch order and local ranks in the node's topology plan): *node holds the
+ * ranks of this node, ranked by LOCAL_RANK (NVLink / shared memory); *rail
+ * holds local rank LOCAL_RANK of every node, ranked by node order (one NIC
+ * rail).  `c` must be the job's communicator in RANK order.  Collective over
+ * `c`.  Errors: ACCEL_EINVAL (a variable missing or malformed: the message
+ * names it), ACCEL_ELAYOUT (ranks not contiguous per node, or a node whose
+ * size is not LOCAL_WORLD_SIZE), and those of accel_comm_split. */
+enum accel_err accel_comm_split_nodes(struct accel_comm *c, struct accel_comm **node,
+                                      struct accel_comm **rail, struct accel_error *err) ACCEL_WUR;
+
 unsigned accel_comm_rank(const struct accel_comm *c);
 unsigned accel_comm_size(const struct accel_comm *c);
 const char *accel_comm_backend(const struct accel_comm *c); /* "socket" or "nccl" */

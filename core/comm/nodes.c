@@ -1,0 +1,74 @@
+/*
+ * nodes.c: the intra-node and inter-node (rail) communicators of a job, from
+ * the layout its launcher exported (RANK, LOCAL_RANK, LOCAL_WORLD_SIZE).  Both backends split the
+ * same way (accel_comm_split: ncclCommSplit for nccl, a new ring for socket).
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "accel/comm.h"
+
+/* An unsigned layout variable; the error names it. */
+static enum accel_err layout_var(const char *name, unsigned *out, struct accel_error *err)
+{
+    const char *v = getenv(name);
+    char *end;
+    unsigned long n;
+
+    if (v == NULL || v[0] == '\0')
+        return accel_error_set(err, ACCEL_EINVAL,
+                               "split_nodes: %s is not set (start the job with srun "
+                               "--accel-config or accelrun launch)",
+                               name);
+    errno = 0;
+    n = strtoul(v, &end, 10);
+    if (errno != 0 || *end != '\0' || v[0] == '-' || n > (1ul << 24))
+        return accel_error_set(err, ACCEL_EINVAL, "split_nodes: %s='%.32s' is not a number", name,
+                               v);
+    *out = (unsigned)n;
+    return ACCEL_OK;
+}
+
+enum accel_err accel_comm_split_nodes(struct accel_comm *c, struct accel_comm **node,
+                                      struct accel_comm **rail, struct accel_error *err)
+{
+    unsigned first, local, lws, rank;
+    enum accel_err rc;
+
+    if (c == NULL || node == NULL || rail == NULL)
+        return accel_error_set(err, ACCEL_EINVAL, "split_nodes: NULL argument");
+    *node = *rail = NULL;
+    if ((rc = layout_var("LOCAL_RANK", &local, err)) != ACCEL_OK ||
+        (rc = layout_var("LOCAL_WORLD_SIZE", &lws, err)) != ACCEL_OK ||
+        (rc = layout_var("RANK", &rank, err)) != ACCEL_OK)
+        return rc;
+    if (local >= lws || local > rank || rank != accel_comm_rank(c))
+        return accel_error_set(err, ACCEL_ELAYOUT,
+                               "split_nodes: RANK=%u, LOCAL_RANK=%u, LOCAL_WORLD_SIZE=%u do not "
+                               "fit communicator rank %u of %u",
+                               rank, local, lws, accel_comm_rank(c), accel_comm_size(c));
+    /* A node is named by its first rank (ranks are contiguous per node; the
+     * simple launcher exports no GROUP_RANK); rails are ranked in node order,
+     * which is RANK order. */
+    first = rank - local;
+    rc = accel_comm_split(c, (int)first, (int)local, node, err);
+    if (rc != ACCEL_OK)
+        return rc;
+    rc = accel_comm_split(c, (int)local, (int)rank, rail, err);
+    if (rc != ACCEL_OK) {
+        accel_comm_free(*node);
+        *node = NULL;
+        return rc;
+    }
+    /* contiguous per node: local rank L of this node is RANK - L + L' */
+    if (accel_comm_size(*node) != lws || accel_comm_rank(*node) != local) {
+        rc = accel_error_set(err, ACCEL_ELAYOUT,
+                             "split_nodes: the node of rank %u has %u ranks, LOCAL_WORLD_SIZE says "
+                             "%u: ranks are not contiguous per node",
+                             rank, accel_comm_size(*node), lws);
+        accel_comm_free(*node);
+        accel_comm_free(*rail);
+        *node = *rail = NULL;
+    }
+    return rc;
+}
