@@ -27,6 +27,7 @@
 #include "accel/alloc.h"
 #include "accel/comm.h"
 #include "accel/store.h"
+#include "store_proc.h"
 #include "test.h"
 
 #define NONCE 0x5eed0123456789abull
@@ -201,15 +202,6 @@ struct result {
     char msg[800];
 };
 
-/* The store is served by a process of its own, so that the test process
- * stays single-threaded and its forks never inherit a lock that the
- * server's thread held (ASan's allocator is not fork-safe that way). */
-struct world {
-    pid_t srv_pid;
-    int srv_fd; /* closing it stops the server */
-    unsigned port;
-};
-
 typedef int (*rank_fn)(struct accel_comm *c, struct accel_store *st, void *arg, struct result *res);
 
 struct spawn {
@@ -221,57 +213,8 @@ struct spawn {
     void *arg;
 };
 
-static void world_start(struct world *w)
-{
-    int up[2], down[2];
-
-    ASSERT(pipe(up) == 0 && pipe(down) == 0);
-    fflush(stdout);
-    w->srv_pid = fork();
-    ASSERT(w->srv_pid >= 0);
-    if (w->srv_pid == 0) {
-        struct accel_store_server_opts so;
-        struct accel_store_server *srv = NULL;
-        struct accel_error err;
-        unsigned port = 0;
-        char b;
-
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        close(up[0]);
-        close(down[1]);
-        memset(&so, 0, sizeof(so));
-        so.bind_addr = "127.0.0.1";
-        so.nonce = NONCE;
-        if (accel_store_server_start(&srv, &so, &err) == ACCEL_OK)
-            port = accel_store_server_port(srv);
-        else
-            fprintf(stderr, "store server: %s\n", err.msg);
-        if (write(up[1], &port, sizeof(port)) != (ssize_t)sizeof(port))
-            _exit(1);
-        /* until every holder of the write end (the test, the ranks) is gone */
-        while (read(down[0], &b, 1) < 0 && errno == EINTR)
-            ;
-        accel_store_server_stop(srv);
-        _exit(0);
-    }
-    close(up[1]);
-    close(down[0]);
-    ASSERT(read(up[0], &w->port, sizeof(w->port)) == (ssize_t)sizeof(w->port));
-    ASSERT(w->port != 0);
-    close(up[0]);
-    w->srv_fd = down[1];
-}
-
-static void world_stop(struct world *w)
-{
-    int status;
-
-    close(w->srv_fd);
-    while (waitpid(w->srv_pid, &status, 0) < 0 && errno == EINTR)
-        ;
-}
-
-static void child_main(const struct world *w, const struct spawn *sp, unsigned rank, int fd)
+static void child_main(const struct test_store_proc *w, const struct spawn *sp, unsigned rank,
+                       int fd)
 {
     struct accel_store_opts o;
     struct accel_comm_opts co;
@@ -309,8 +252,8 @@ static void child_main(const struct world *w, const struct spawn *sp, unsigned r
 }
 
 /* Forks ranks [0, started) of sp->world; pids[] and fds[] filled. */
-static void spawn(const struct world *w, const struct spawn *sp, unsigned started, pid_t *pids,
-                  int *fds)
+static void spawn(const struct test_store_proc *w, const struct spawn *sp, unsigned started,
+                  pid_t *pids, int *fds)
 {
     for (unsigned r = 0; r < started; r++) {
         int p[2];
@@ -321,7 +264,7 @@ static void spawn(const struct world *w, const struct spawn *sp, unsigned starte
         if (pids[r] == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             close(p[0]);
-            close(w->srv_fd);
+            close(w->fd);
             child_main(w, sp, r, p[1]);
         }
         close(p[1]);
@@ -354,15 +297,15 @@ static void collect(pid_t pid, int fd, struct result *res)
 
 static void run_world(const struct spawn *sp, struct result *res)
 {
-    struct world w;
+    struct test_store_proc w;
     pid_t pids[16];
     int fds[16];
 
-    world_start(&w);
+    test_store_proc_start(&w, NONCE);
     spawn(&w, sp, sp->world, pids, fds);
     for (unsigned r = 0; r < sp->world; r++)
         collect(pids[r], fds[r], &res[r]);
-    world_stop(&w);
+    test_store_proc_stop(&w);
 }
 
 static void expect_all_ok(const struct result *res, unsigned n)
@@ -714,7 +657,7 @@ TEST(killed_rank_fails_the_others)
 {
     int notify[2];
     struct spawn sp = {4, 20, 0, NONCE, loop_ar, notify};
-    struct world w;
+    struct test_store_proc w;
     struct result res[4];
     pid_t pids[4];
     int fds[4];
@@ -722,7 +665,7 @@ TEST(killed_rank_fails_the_others)
     struct pollfd pfd;
 
     ASSERT(pipe(notify) == 0);
-    world_start(&w);
+    test_store_proc_start(&w, NONCE);
     spawn(&w, &sp, 4, pids, fds);
     close(notify[1]);
     pfd.fd = notify[0];
@@ -732,7 +675,7 @@ TEST(killed_rank_fails_the_others)
     ASSERT(kill(pids[2], SIGKILL) == 0);
     for (unsigned r = 0; r < 4; r++)
         collect(pids[r], fds[r], &res[r]);
-    world_stop(&w);
+    test_store_proc_stop(&w);
     close(notify[0]);
     for (unsigned r = 0; r < 4; r++) {
         if (r == 2)
@@ -757,16 +700,16 @@ static int never_reached(struct accel_comm *c, struct accel_store *st, void *arg
 TEST(rank_that_never_joins_times_out)
 {
     struct spawn sp = {3, 2, 0, NONCE, never_reached, NULL};
-    struct world w;
+    struct test_store_proc w;
     struct result res[2];
     pid_t pids[2];
     int fds[2];
 
-    world_start(&w);
+    test_store_proc_start(&w, NONCE);
     spawn(&w, &sp, 2, pids, fds); /* rank 2 never starts */
     for (unsigned r = 0; r < 2; r++)
         collect(pids[r], fds[r], &res[r]);
-    world_stop(&w);
+    test_store_proc_stop(&w);
     for (unsigned r = 0; r < 2; r++) {
         test_note("rank %u: %s", r, res[r].msg);
         ASSERT_INT_EQ(res[r].code, ACCEL_ETIMEDOUT);
@@ -793,18 +736,18 @@ static int stuck_ar(struct accel_comm *c, struct accel_store *st, void *arg, str
 TEST(stuck_rank_times_out)
 {
     struct spawn sp = {3, 2, 0, NONCE, stuck_ar, NULL};
-    struct world w;
+    struct test_store_proc w;
     struct result res[3];
     pid_t pids[3];
     int fds[3];
 
-    world_start(&w);
+    test_store_proc_start(&w, NONCE);
     spawn(&w, &sp, 3, pids, fds);
     collect(pids[0], fds[0], &res[0]);
     collect(pids[2], fds[2], &res[2]);
     kill(pids[1], SIGKILL);
     collect(pids[1], fds[1], &res[1]);
-    world_stop(&w);
+    test_store_proc_stop(&w);
     /* Which rank a timeout names depends on who gave up first: a rank waiting
      * on a neighbour that waits on the stopped rank names that neighbour. */
     for (unsigned r = 0; r < 3; r += 2) {
@@ -827,12 +770,12 @@ TEST(wrong_nonce_is_refused)
 {
     struct spawn good = {2, 5, 0, NONCE, bad_nonce_rank, NULL};
     struct spawn bad = {2, 5, 0, NONCE ^ 1, bad_nonce_rank, NULL};
-    struct world w;
+    struct test_store_proc w;
     struct result res[2];
     pid_t pids[2];
     int fds[2];
 
-    world_start(&w);
+    test_store_proc_start(&w, NONCE);
     spawn(&w, &good, 1, pids, fds); /* rank 0 */
     {
         int p[2];
@@ -842,7 +785,7 @@ TEST(wrong_nonce_is_refused)
         if (pids[1] == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             close(p[0]);
-            close(w.srv_fd);
+            close(w.fd);
             child_main(&w, &bad, 1, p[1]);
         }
         close(p[1]);
@@ -850,7 +793,7 @@ TEST(wrong_nonce_is_refused)
     }
     for (unsigned r = 0; r < 2; r++)
         collect(pids[r], fds[r], &res[r]);
-    world_stop(&w);
+    test_store_proc_stop(&w);
     for (unsigned r = 0; r < 2; r++) {
         test_note("rank %u: %s", r, res[r].msg);
         ASSERT_INT_EQ(res[r].code, ACCEL_ENONCE);

@@ -15,6 +15,7 @@
 #include "accel/alloc.h"
 #include "accel/comm.h"
 #include "accel/store.h"
+#include "store_proc.h"
 #include "test.h"
 
 #ifdef ACCEL_HAVE_NCCL
@@ -27,18 +28,6 @@
 static uint64_t test_nonce(void)
 {
     return accel_store_nonce("test_nccl", "0");
-}
-
-static struct accel_store_server *start_server(void)
-{
-    struct accel_store_server_opts so = {.bind_addr = "127.0.0.1", .port = 0};
-    struct accel_store_server *srv = NULL;
-    struct accel_error err;
-
-    so.nonce = test_nonce();
-    if (accel_store_server_start(&srv, &so, &err) != ACCEL_OK)
-        test_fail(__FILE__, __LINE__, "accel_store_server_start: %s", err.msg);
-    return srv;
 }
 
 static struct accel_store *connect_store(unsigned port, unsigned rank, unsigned world,
@@ -190,13 +179,15 @@ static void exchange_rank(unsigned port, unsigned rank, unsigned world, struct r
 
 TEST(id_exchange_through_store)
 {
-    struct accel_store_server *srv = start_server();
-    unsigned port = accel_store_server_port(srv);
+    struct test_store_proc srv;
+
+    test_store_proc_start(&srv, test_nonce());
+    unsigned port = srv.port;
     struct rank_result res[4];
 
     memset(res, 0, sizeof(res));
     run_ranks(port, 4, exchange_rank, res);
-    accel_store_server_stop(srv);
+    test_store_proc_stop(&srv);
     for (unsigned r = 0; r < 4; r++) {
         if (res[r].rc != ACCEL_OK)
             test_fail(__FILE__, __LINE__, "rank %u: %s", r, res[r].msg);
@@ -210,8 +201,10 @@ TEST(id_exchange_through_store)
  * id: the other ranks fail at once, naming why. */
 TEST(id_exchange_failure_and_garbage)
 {
-    struct accel_store_server *srv = start_server();
-    unsigned port = accel_store_server_port(srv);
+    struct test_store_proc srv;
+
+    test_store_proc_start(&srv, test_nonce());
+    unsigned port = srv.port;
     struct accel_error err;
     struct accel_store *w = connect_store(port, 0, 2, 5, &err);
     struct accel_store *s = connect_store(port, 1, 2, 5, &err);
@@ -232,15 +225,17 @@ TEST(id_exchange_failure_and_garbage)
     ASSERT_INT_EQ(comm__nccl_exchange_id(NULL, "g/", 0, 2, id, &err), ACCEL_EINVAL);
     accel_store_close(s);
     accel_store_close(w);
-    accel_store_server_stop(srv);
+    test_store_proc_stop(&srv);
 }
 
 /* Rank 0 never comes: the wait for the id ends at the store's deadline. */
 TEST(id_exchange_deadline)
 {
-    struct accel_store_server *srv = start_server();
+    struct test_store_proc srv;
+
+    test_store_proc_start(&srv, test_nonce());
     struct accel_error err;
-    struct accel_store *s = connect_store(accel_store_server_port(srv), 1, 2, 1.0, &err);
+    struct accel_store *s = connect_store(srv.port, 1, 2, 1.0, &err);
     unsigned char id[ACCEL_NCCL_ID_BYTES];
     double t0;
 
@@ -250,7 +245,7 @@ TEST(id_exchange_deadline)
     test_note("%.2f s: %s", now_s() - t0, err.msg);
     ASSERT(now_s() - t0 < 10);
     accel_store_close(s);
-    accel_store_server_stop(srv);
+    test_store_proc_stop(&srv);
 }
 
 /* No CUDA device here: every rank's init fails within a few seconds, with
@@ -258,23 +253,23 @@ TEST(id_exchange_deadline)
  * waits for the 20 s deadline. */
 TEST(comm_init_without_gpu)
 {
-    struct accel_store_server *srv;
+    struct test_store_proc srv;
     struct rank_result res[3];
     char why[256] = "";
 
     if (comm__nccl_device_count(why, sizeof(why)) > 0)
         SKIP("a CUDA device is present: tests/gpu/run.sh tests the communicator");
     test_note("%s", why);
-    srv = start_server();
+    test_store_proc_start(&srv, test_nonce());
     memset(res, 0, sizeof(res));
-    run_ranks(accel_store_server_port(srv), 1, init_rank, res);
+    run_ranks(srv.port, 1, init_rank, res);
     test_note("world 1: %.2f s: %s", res[0].seconds, res[0].msg);
     ASSERT_INT_EQ(res[0].rc, ACCEL_EUNSUPPORTED);
     ASSERT_CONTAINS(res[0].msg, "rank 0 of 1: nccl: no CUDA device (cudaGetDeviceCount: ");
 
     memset(res, 0, sizeof(res));
-    run_ranks(accel_store_server_port(srv), 3, init_rank, res);
-    accel_store_server_stop(srv);
+    run_ranks(srv.port, 3, init_rank, res);
+    test_store_proc_stop(&srv);
     for (unsigned r = 0; r < 3; r++) {
         char want[64];
         test_note("world 3: %.2f s: %s", res[r].seconds, res[r].msg);
@@ -313,13 +308,15 @@ TEST(id_exchange_deadline)
 /* Without NCCL built in, asking for it is ACCEL_EUNSUPPORTED (comm.h). */
 TEST(comm_init_without_gpu)
 {
-    struct accel_store_server *srv = start_server();
+    struct test_store_proc srv;
+
+    test_store_proc_start(&srv, test_nonce());
     struct rank_result res[1];
 
     ASSERT(!accel_comm_has_nccl());
     memset(res, 0, sizeof(res));
-    run_ranks(accel_store_server_port(srv), 1, init_rank, res);
-    accel_store_server_stop(srv);
+    run_ranks(srv.port, 1, init_rank, res);
+    test_store_proc_stop(&srv);
     test_note("%s", res[0].msg);
     ASSERT_INT_EQ(res[0].rc, ACCEL_EUNSUPPORTED);
 }

@@ -41,6 +41,7 @@
 #include "accel/comm.h"
 #include "accel/shard.h"
 #include "accel/store.h"
+#include "store_proc.h"
 #include "test.h"
 
 #define NONCE 0x5a4dull
@@ -203,15 +204,12 @@ static void child(unsigned port, unsigned rank, unsigned world, rank_fn fn, cons
 /* Runs fn on `world` forked ranks; fails the case if a rank did. */
 static void run_world(unsigned world, rank_fn fn, const void *arg)
 {
-    struct accel_store_server_opts so = {0};
-    struct accel_store_server *srv;
-    struct accel_error err;
+    struct test_store_proc srv;
     pid_t pids[MAXW];
 
-    so.bind_addr = "127.0.0.1";
-    so.nonce = NONCE;
-    if (accel_store_server_start(&srv, &so, &err) != ACCEL_OK)
-        test_fail(__FILE__, __LINE__, "store server: %s", err.msg);
+    /* served from a process of its own: forking ranks after starting the
+     * server's thread here would deadlock ASan's allocator */
+    test_store_proc_start(&srv, NONCE);
     for (unsigned r = 0; r < world; r++) {
         sh->out[r].code = -1;
         snprintf(sh->out[r].msg, sizeof(sh->out[r].msg), "rank %u died", r);
@@ -221,14 +219,14 @@ static void run_world(unsigned world, rank_fn fn, const void *arg)
         pids[r] = fork();
         ASSERT(pids[r] >= 0);
         if (pids[r] == 0)
-            child(accel_store_server_port(srv), r, world, fn, arg);
+            child(srv.port, r, world, fn, arg);
     }
     for (unsigned r = 0; r < world; r++) {
         int status;
         while (waitpid(pids[r], &status, 0) < 0 && errno == EINTR)
             ;
     }
-    accel_store_server_stop(srv);
+    test_store_proc_stop(&srv);
     for (unsigned r = 0; r < world; r++)
         if (sh->out[r].code != 0)
             test_fail(__FILE__, __LINE__, "world %u: %s", world, sh->out[r].msg);

@@ -1,0 +1,64 @@
+/*
+ * tests/harness/store_proc.c: see store_proc.h.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "accel/store.h"
+#include "store_proc.h"
+#include "test.h"
+
+void test_store_proc_start(struct test_store_proc *p, uint64_t nonce)
+{
+    int up[2], down[2];
+
+    ASSERT(pipe(up) == 0 && pipe(down) == 0);
+    fflush(stdout);
+    p->pid = fork();
+    ASSERT(p->pid >= 0);
+    if (p->pid == 0) {
+        struct accel_store_server_opts so;
+        struct accel_store_server *srv = NULL;
+        struct accel_error err;
+        unsigned port = 0;
+        char b;
+
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(up[0]);
+        close(down[1]);
+        memset(&so, 0, sizeof(so));
+        so.bind_addr = "127.0.0.1";
+        so.nonce = nonce;
+        if (accel_store_server_start(&srv, &so, &err) == ACCEL_OK)
+            port = accel_store_server_port(srv);
+        else
+            fprintf(stderr, "store server: %s\n", err.msg);
+        if (write(up[1], &port, sizeof(port)) != (ssize_t)sizeof(port))
+            _exit(1);
+        /* until every holder of the write end (the test, its ranks) is gone */
+        while (read(down[0], &b, 1) < 0 && errno == EINTR)
+            ;
+        accel_store_server_stop(srv);
+        _exit(0);
+    }
+    close(up[1]);
+    close(down[0]);
+    ASSERT(read(up[0], &p->port, sizeof(p->port)) == (ssize_t)sizeof(p->port));
+    ASSERT(p->port != 0);
+    close(up[0]);
+    p->fd = down[1];
+}
+
+void test_store_proc_stop(struct test_store_proc *p)
+{
+    int status;
+
+    close(p->fd);
+    while (waitpid(p->pid, &status, 0) < 0 && errno == EINTR)
+        ;
+}

@@ -1,0 +1,26 @@
+/*
+ * tests/harness/store_proc.h: a rendezvous store served by a forked process
+ * of its own, for tests that fork ranks.  The test process then stays
+ * single-threaded, so its forks never inherit a lock the server's thread
+ * held (ASan's allocator and ThreadSanitizer are not fork-safe that way).
+ */
+#ifndef ACCEL_TEST_STORE_PROC_H
+#define ACCEL_TEST_STORE_PROC_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+struct test_store_proc {
+    pid_t pid;
+    int fd;        /* closing it (in every process holding it) stops the server */
+    unsigned port; /* on 127.0.0.1 */
+};
+
+/* Starts the server (nonce `nonce`) and waits for its port; fails the case
+ * when it cannot.  The server dies with the test process (PDEATHSIG). */
+void test_store_proc_start(struct test_store_proc *p, uint64_t nonce);
+
+/* Stops the server and reaps it. */
+void test_store_proc_stop(struct test_store_proc *p);
+
+#endif
