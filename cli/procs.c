@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "accel/clock.h"
 #include "accel/err.h"
 #include "accel/topo.h"
 #include "procs.h"
@@ -43,13 +44,6 @@ struct rank {
     int log;    /* tee file, -1 none */
     struct stream out, err;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void write_all(int fd, const char *p, size_t n)
 {
@@ -210,7 +204,7 @@ static void reap(const struct procs_opts *o, struct rank *ranks, unsigned *runni
             for (unsigned k = 0; k < o->n; k++)
                 *stopped += ranks[k].pid > 0;
             signal_all(ranks, o->n, SIGTERM);
-            *kill_at = now_s() + o->grace_s;
+            *kill_at = accel_now() + o->grace_s;
         }
     }
 }
@@ -245,7 +239,7 @@ int procs_run(const struct procs_opts *o)
             failed = (int)i;
             ranks[i].status = 127 << 8;
             signal_all(ranks, i, SIGTERM);
-            kill_at = now_s() + o->grace_s;
+            kill_at = accel_now() + o->grace_s;
             break;
         }
         running++;
@@ -274,17 +268,17 @@ int procs_run(const struct procs_opts *o)
         /* every rank reaped: a last second for output still in the pipes
          * (something a rank started may keep one open) */
         if (running == 0 && drain_until == 0)
-            drain_until = now_s() + 1.0;
-        if (running == 0 && (nfds <= 1 || now_s() >= drain_until))
+            drain_until = accel_now() + 1.0;
+        if (running == 0 && (nfds <= 1 || accel_now() >= drain_until))
             break;
         next = kill_at > 0 && (drain_until == 0 || kill_at < drain_until) ? kill_at : drain_until;
         if (next > 0) {
-            t = next - now_s();
+            t = next - accel_now();
             timeout = t > 0 ? (int)(t * 1000) + 1 : 0;
         }
         if (poll(fds, nfds, timeout) < 0 && errno != EINTR)
             break;
-        if (kill_at > 0 && now_s() >= kill_at) {
+        if (kill_at > 0 && accel_now() >= kill_at) {
             signal_all(ranks, o->n, SIGKILL);
             kill_at = 0;
         }
@@ -295,7 +289,7 @@ int procs_run(const struct procs_opts *o)
                 } else {
                     interrupted = (int)si.ssi_signo;
                     signal_all(ranks, o->n, (int)si.ssi_signo);
-                    kill_at = now_s() + o->grace_s;
+                    kill_at = accel_now() + o->grace_s;
                 }
                 continue;
             }

@@ -56,7 +56,7 @@ static void pause_s(double s)
 /* Sleeps the next backoff step, never past `deadline`. */
 static void poll_pause(double *step, double deadline)
 {
-    double left = deadline - store_now();
+    double left = deadline - accel_now();
     pause_s(*step < left ? *step : left > 0 ? left : 0);
     *step = *step * 2 > POLL_MAX_S ? POLL_MAX_S : *step * 2;
 }
@@ -212,7 +212,7 @@ static enum accel_err wait_file(struct accel_store *s, const char *kind, const c
         enum accel_err rc = read_file(s, path, key, val, len, err);
         if (rc != ACCEL_ENOTFOUND)
             return rc;
-        if (store_now() >= deadline)
+        if (accel_now() >= deadline)
             return ACCEL_ETIMEDOUT; /* the caller words it */
         poll_pause(&step, deadline);
     }
@@ -221,7 +221,7 @@ static enum accel_err wait_file(struct accel_store *s, const char *kind, const c
 static enum accel_err file_get(struct accel_store *s, const char *key, void **val, size_t *len,
                                struct accel_error *err)
 {
-    enum accel_err rc = wait_file(s, "k", key, store_now() + s->timeout_s, val, len, err);
+    enum accel_err rc = wait_file(s, "k", key, accel_now() + s->timeout_s, val, len, err);
 
     if (rc == ACCEL_ETIMEDOUT)
         return accel_error_set(err, rc, STORE_WHO ": get '%s': not set in %s within %g s", s->rank,
@@ -232,7 +232,7 @@ static enum accel_err file_get(struct accel_store *s, const char *key, void **va
 static enum accel_err file_wait(struct accel_store *s, const char *const *keys, size_t n,
                                 struct accel_error *err)
 {
-    double deadline = store_now() + s->timeout_s;
+    double deadline = accel_now() + s->timeout_s;
 
     for (size_t i = 0; i < n; i++) {
         enum accel_err rc = wait_file(s, "k", keys[i], deadline, NULL, NULL, err);
@@ -252,7 +252,7 @@ static enum accel_err add_locked(struct accel_store *s, const char *kind, const 
                                  int64_t delta, int64_t *result, struct accel_error *err)
 {
     char path[4096], lock[4096], lname[4200];
-    double deadline = store_now() + s->timeout_s, step = POLL_FIRST_S;
+    double deadline = accel_now() + s->timeout_s, step = POLL_FIRST_S;
     enum accel_err rc;
     void *val = NULL;
     size_t len = 0;
@@ -270,7 +270,7 @@ static enum accel_err add_locked(struct accel_store *s, const char *kind, const 
         if (errno != EEXIST)
             return accel_error_sys(err, ACCEL_EIO, STORE_WHO ": add '%s': couldn't create %s",
                                    s->rank, s->world, key, lock);
-        if (store_now() >= deadline)
+        if (accel_now() >= deadline)
             return accel_error_set(err, ACCEL_ETIMEDOUT,
                                    STORE_WHO ": add '%s': %s stayed locked for %g s (remove "
                                              "the lock if no job uses the folder)",
@@ -339,7 +339,7 @@ static int64_t counter(struct accel_store *s, const char *name)
 static enum accel_err file_barrier(struct accel_store *s, const char *name, unsigned n,
                                    struct accel_error *err)
 {
-    double deadline = store_now() + s->timeout_s, step = POLL_FIRST_S;
+    double deadline = accel_now() + s->timeout_s, step = POLL_FIRST_S;
     enum accel_err rc = add_locked(s, "c", name, 1, NULL, err);
 
     if (rc != ACCEL_OK)
@@ -348,7 +348,7 @@ static enum accel_err file_barrier(struct accel_store *s, const char *name, unsi
         int64_t arrived = counter(s, name);
         if (arrived >= (int64_t)n)
             return ACCEL_OK;
-        if (store_now() >= deadline)
+        if (accel_now() >= deadline)
             return accel_error_set(err, ACCEL_ETIMEDOUT,
                                    STORE_WHO ": barrier '%s': %" PRId64
                                              " of %u arrived in %s within %g s",
@@ -413,7 +413,7 @@ static void file_close(struct accel_store *s)
             return;
         return;
     }
-    double deadline = store_now() + (s->timeout_s < CLOSE_WAIT_S ? s->timeout_s : CLOSE_WAIT_S);
+    double deadline = accel_now() + (s->timeout_s < CLOSE_WAIT_S ? s->timeout_s : CLOSE_WAIT_S);
     for (unsigned r = 1; r < s->world; r++) {
         snprintf(name, sizeof(name), "%u", r);
         if (wait_file(s, "x", name, deadline, NULL, NULL, NULL) != ACCEL_OK)

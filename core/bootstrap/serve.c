@@ -35,13 +35,6 @@ struct store_entry {
 
 #define FIRST_BUCKETS 1024
 
-double store_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 uint64_t store_fnv1a(uint64_t h, const void *data, size_t len)
 {
     const uint8_t *p = data;

@@ -257,13 +257,13 @@ static void *loop(void *arg)
 {
     struct accel_store_server *s = arg;
     struct epoll_event ev[EVENTS];
-    double last_expire = store_now();
+    double last_expire = accel_now();
     bool stop = false;
 
     while (!stop) {
         int n = epoll_wait(s->efd, ev, EVENTS,
                            s->core.nparked > 0 || s->nlinger > 0 ? EXPIRE_MS : 1000);
-        double now = store_now();
+        double now = accel_now();
 
         if (n < 0 && errno != EINTR) {
             accel_log(ACCEL_LOG_ERROR, "store server: epoll_wait: %s", strerror(errno));

@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "accel/clock.h"
 #include "accel/store.h"
 
 #define STORE_MAGIC 0x54534341u /* the bytes "ACST" read as a little-endian u32 */
@@ -143,9 +144,6 @@ void store_core_drop(struct store_core *core, struct store_conn *c);
  * marks it closing (a server full of clients). */
 void store_core_refuse(struct store_core *core, struct store_conn *c, enum accel_err status,
                        const char *msg);
-
-/* Seconds on CLOCK_MONOTONIC. */
-double store_now(void);
 
 /* the client handle ----------------------------------------------------- */
 

@@ -25,23 +25,13 @@
 #include <unistd.h>
 
 #include "accel/alloc.h"
+#include "accel/clock.h"
 #include "store_int.h"
 
 #define BACKOFF_FIRST_S 0.01 /* first pause between connection attempts */
 #define BACKOFF_MAX_S 1.0    /* longest pause: a late server is noticed within a second */
 #define ATTEMPT_MAX_S 10.0   /* one connect() waits at most this (a dropped SYN is retried) */
 #define GRACE_S 2.0          /* beyond a blocking request's budget, for the server's answer */
-
-/* Milliseconds left until `deadline`, 0 when past, for poll(). */
-static int ms_left(double deadline)
-{
-    double left = deadline - store_now();
-    if (left <= 0)
-        return 0;
-    if (left > 3600)
-        return 3600 * 1000;
-    return (int)(left * 1000) + 1;
-}
 
 /* Gives the connection up: later calls fail with ACCEL_EPEER and `why`. */
 static void lose(struct accel_store *s, const char *why)
@@ -50,32 +40,6 @@ static void lose(struct accel_store *s, const char *why)
         close(s->fd);
     s->fd = -1;
     snprintf(s->lost, sizeof(s->lost), "%.250s", why);
-}
-
-/* Writes all `len` bytes by `deadline`: 0, or -1 with errno (ETIMEDOUT). */
-static int write_all(int fd, const void *buf, size_t len, double deadline)
-{
-    const uint8_t *p = buf;
-
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) {
-            p += n;
-            len -= (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            return -1;
-        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-        int r = poll(&pfd, 1, ms_left(deadline));
-        if (r == 0) {
-            errno = ETIMEDOUT;
-            return -1;
-        }
-        if (r < 0 && errno != EINTR)
-            return -1;
-    }
-    return 0;
 }
 
 /* Reads exactly `len` bytes by `deadline`: 0, or -1 with errno (ETIMEDOUT;
@@ -103,7 +67,7 @@ static int read_all(int fd, void *buf, size_t len, double deadline, bool poll_fi
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
             return -1;
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        int r = poll(&pfd, 1, ms_left(deadline));
+        int r = poll(&pfd, 1, accel_ms_left(deadline));
         if (r == 0) {
             errno = ETIMEDOUT;
             return -1;
@@ -126,7 +90,7 @@ static enum accel_err roundtrip(struct accel_store *s, const char *what, unsigne
                                 double budget, struct reply *r, struct accel_error *err)
 {
     size_t klen = key ? strlen(key) : 0;
-    double start = store_now();
+    double start = accel_now();
     double deadline =
         start + budget + (op == STORE_GET || op == STORE_WAIT || op == STORE_BARRIER ? GRACE_S : 0);
     struct store_frame f = {0};
@@ -148,9 +112,9 @@ static enum accel_err roundtrip(struct accel_store *s, const char *what, unsigne
                    : budget * 1000 >= UINT32_MAX ? UINT32_MAX
                                                  : (uint32_t)(budget * 1000);
     store_frame_encode(hdr, &f);
-    if (write_all(s->fd, hdr, STORE_HDR, deadline) != 0 ||
-        (klen > 0 && write_all(s->fd, key, klen, deadline) != 0) ||
-        (vlen > 0 && write_all(s->fd, val, vlen, deadline) != 0) ||
+    if (accel_send_all(s->fd, hdr, STORE_HDR, deadline) != 0 ||
+        (klen > 0 && accel_send_all(s->fd, key, klen, deadline) != 0) ||
+        (vlen > 0 && accel_send_all(s->fd, val, vlen, deadline) != 0) ||
         read_all(s->fd, hdr, STORE_HDR, deadline, true) != 0)
         goto transport;
     if (store_frame_decode(hdr, true, &r->f, &derr) != ACCEL_OK) {
@@ -204,17 +168,17 @@ static enum accel_err roundtrip(struct accel_store *s, const char *what, unsigne
     return ACCEL_OK; /* ETIMEDOUT is the caller's to word */
 transport:
     if (errno == ETIMEDOUT) {
-        snprintf(why, sizeof(why), "no answer within %g s", store_now() - start);
+        snprintf(why, sizeof(why), "no answer within %g s", accel_now() - start);
         lose(s, why);
         return accel_error_set(err, ACCEL_ETIMEDOUT,
                                STORE_WHO ": %s: no answer from rank 0 at %s within %.3g s", s->rank,
-                               s->world, what, s->where, store_now() - start);
+                               s->world, what, s->where, accel_now() - start);
     }
     snprintf(why, sizeof(why), "%s",
              errno == ECONNRESET ? "it closed the connection" : strerror(errno));
     lose(s, why);
     return accel_error_set(err, ACCEL_EPEER, STORE_WHO ": %s: rank 0 at %s: %s (after %.3g s)",
-                           s->rank, s->world, what, s->where, why, store_now() - start);
+                           s->rank, s->world, what, s->where, why, accel_now() - start);
 }
 
 /* ---------------------------------------------------------------- connect */
@@ -236,7 +200,7 @@ static int try_connect(const struct accel_store *s, double deadline, char *why, 
         return -1;
     }
     for (ai = res; ai != NULL; ai = ai->ai_next) {
-        double attempt = store_now() + ATTEMPT_MAX_S;
+        double attempt = accel_now() + ATTEMPT_MAX_S;
         struct pollfd pfd;
         int soerr = 0;
         socklen_t sl = sizeof(soerr);
@@ -256,7 +220,7 @@ static int try_connect(const struct accel_store *s, double deadline, char *why, 
         }
         pfd.fd = fd;
         pfd.events = POLLOUT;
-        if (poll(&pfd, 1, ms_left(attempt < deadline ? attempt : deadline)) == 1 &&
+        if (poll(&pfd, 1, accel_ms_left(attempt < deadline ? attempt : deadline)) == 1 &&
             getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0)
             break;
         snprintf(why, whylen, "%s", soerr ? strerror(soerr) : "connect timed out");
@@ -328,7 +292,7 @@ enum accel_err accel_store_connect(struct accel_store **out, const struct accel_
     snprintf(s->where, sizeof(s->where), strchr(s->host, ':') ? "[%s]:%u" : "%s:%u", s->host,
              s->port);
     snprintf(s->lost, sizeof(s->lost), "not connected");
-    start = store_now();
+    start = accel_now();
     deadline = start + s->timeout_s;
     rng = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)(start * 1e9) ^
           ((uint64_t)s->rank << 32) ^ (uint64_t)(uintptr_t)s;
@@ -340,7 +304,7 @@ enum accel_err accel_store_connect(struct accel_store **out, const struct accel_
             /* The hello checks the nonce at once, so a foreign server (or a
              * server of another job) is refused here, not at the first get. */
             rc = roundtrip(s, "connect", STORE_HELLO, NULL, NULL, 0,
-                           (int64_t)((uint64_t)s->rank << 32 | s->world), deadline - store_now(),
+                           (int64_t)((uint64_t)s->rank << 32 | s->world), deadline - accel_now(),
                            &r, err);
             accel_free(r.val);
             if (rc == ACCEL_OK) {
@@ -352,9 +316,9 @@ enum accel_err accel_store_connect(struct accel_store **out, const struct accel_
             /* closed before answering (a server still starting, or full): retry */
             snprintf(why, sizeof(why), "%s", s->lost);
         }
-        if (store_now() >= deadline)
+        if (accel_now() >= deadline)
             break;
-        double left = deadline - store_now();
+        double left = deadline - accel_now();
         double p = backoff * jitter(&rng);
         pause_s(p < left ? p : left);
         backoff = backoff * 2 > BACKOFF_MAX_S ? BACKOFF_MAX_S : backoff * 2;
@@ -408,14 +372,14 @@ static enum accel_err tcp_get(struct accel_store *s, const char *key, void **val
 static enum accel_err tcp_wait(struct accel_store *s, const char *const *keys, size_t n,
                                struct accel_error *err)
 {
-    double deadline = store_now() + s->timeout_s;
+    double deadline = accel_now() + s->timeout_s;
 
     /* One key at a time, each with what is left of the one deadline. */
     for (size_t i = 0; i < n; i++) {
         struct reply r;
         enum accel_err rc;
         char what[300];
-        double left = deadline - store_now();
+        double left = deadline - accel_now();
 
         snprintf(what, sizeof(what), "wait '%s'", keys[i]);
         rc = roundtrip(s, what, STORE_WAIT, keys[i], NULL, 0, 0, left > 0 ? left : 0, &r, err);

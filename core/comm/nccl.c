@@ -34,6 +34,7 @@
 #include <nccl.h>
 
 #include "accel/alloc.h"
+#include "accel/clock.h"
 #include "accel/log.h"
 #include "comm_int.h"
 #include "nccl_int.h"
@@ -60,14 +61,6 @@ struct board {
     char why_key[160];
     double next_check; /* CLOCK_MONOTONIC seconds */
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Between two polls: yield for the first few (a collective that is about to
  * finish), then 50 us, then 1 ms after about 50 ms of waiting. */
@@ -199,9 +192,9 @@ static bool board_failed(struct board *b, char *why, size_t n)
     void *val = NULL;
     size_t len = 0;
 
-    if (b->store == NULL || now_s() < b->next_check)
+    if (b->store == NULL || accel_now() < b->next_check)
         return false;
-    b->next_check = now_s() + BOARD_PERIOD_S;
+    b->next_check = accel_now() + BOARD_PERIOD_S;
     if (accel_store_add(b->store, b->failed_key, 0, &count, &e) != ACCEL_OK) {
         accel_log(ACCEL_LOG_DEBUG, "nccl: the failure board is unreadable: %s", e.msg);
         b->store = NULL;
@@ -240,9 +233,9 @@ static enum accel_err wait_ready(const struct accel_comm *c, ncclComm_t comm, nc
             return accel_error_set(err, nccl_code(st),
                                    "rank %u of %u: nccl: %s failed after %.1f s: %s; communicator "
                                    "aborted",
-                                   c->rank, c->size, what, now_s() - t0,
+                                   c->rank, c->size, what, accel_now() - t0,
                                    nccl_why(st, comm, why, sizeof(why)));
-        if (now_s() >= deadline)
+        if (accel_now() >= deadline)
             return accel_error_set(err, ACCEL_ETIMEDOUT,
                                    "rank %u of %u: nccl: %s did not complete within %.1f s (a rank "
                                    "never joined, or is stuck); communicator aborted",
@@ -253,7 +246,7 @@ static enum accel_err wait_ready(const struct accel_comm *c, ncclComm_t comm, nc
             return accel_error_set(err, ACCEL_EPEER,
                                    "rank %u of %u: nccl: %s: another rank failed after %.1f s: "
                                    "%s; communicator aborted",
-                                   c->rank, c->size, what, now_s() - t0, why);
+                                   c->rank, c->size, what, accel_now() - t0, why);
         }
         poll_pause(&spins);
         ncclResult_t r = ncclCommGetAsyncError(comm, &st);
@@ -495,7 +488,7 @@ static enum accel_err queued(struct accel_comm *c, ncclResult_t r, const char *w
 
     if (r == ncclSuccess)
         return ACCEL_OK;
-    t0 = now_s();
+    t0 = accel_now();
     rc = wait_ready(c, im->comm, r, what, t0, t0 + timeout_of(c), NULL, NULL, err);
     if (rc != ACCEL_OK)
         fail_comm(c);
@@ -577,7 +570,7 @@ static enum accel_err nccl_broadcast(struct accel_comm *c, const void *send, voi
 static enum accel_err nccl_sync(struct accel_comm *c, struct accel_error *err)
 {
     struct nccl_impl *im = c->impl;
-    double t0 = now_s(), deadline = t0 + timeout_of(c);
+    double t0 = accel_now(), deadline = t0 + timeout_of(c);
     unsigned spins = 0;
     enum accel_err rc;
     char why[512];
@@ -594,7 +587,7 @@ static enum accel_err nccl_sync(struct accel_comm *c, struct accel_error *err)
             rc = accel_error_set(
                 err, nccl_code(st),
                 "rank %u of %u: nccl: sync failed after %.1f s: %s; communicator aborted", c->rank,
-                c->size, now_s() - t0, nccl_why(st, im->comm, why, sizeof(why)));
+                c->size, accel_now() - t0, nccl_why(st, im->comm, why, sizeof(why)));
             break;
         }
         if (q == cudaSuccess)
@@ -606,7 +599,7 @@ static enum accel_err nccl_sync(struct accel_comm *c, struct accel_error *err)
                                  c->rank, c->size, cudaGetErrorName(q), cudaGetErrorString(q));
             break;
         }
-        if (now_s() >= deadline) {
+        if (accel_now() >= deadline) {
             rc = accel_error_set(err, ACCEL_ETIMEDOUT,
                                  "rank %u of %u: nccl: sync: the queued operations did not "
                                  "complete within %.1f s (a rank is gone or stuck); communicator "
@@ -651,11 +644,11 @@ static void release(struct nccl_impl *im, bool failed, double timeout_s)
     if (im->device >= 0 && cudaGetDevice(&was) == cudaSuccess && was != im->device)
         (void)cudaSetDevice(im->device);
     if (im->comm != NULL && !failed) {
-        double t0 = now_s();
+        double t0 = accel_now();
         ncclResult_t st = ncclCommFinalize(im->comm);
         unsigned spins = 0;
 
-        while (st == ncclInProgress && now_s() < t0 + timeout_s) {
+        while (st == ncclInProgress && accel_now() < t0 + timeout_s) {
             poll_pause(&spins);
             if (ncclCommGetAsyncError(im->comm, &st) != ncclSuccess)
                 st = ncclInternalError;
@@ -764,7 +757,7 @@ static const struct accel_comm_ops nccl_ops = {
 enum accel_err accel_comm_nccl_init(struct accel_comm *c, const struct accel_comm_opts *opts,
                                     struct accel_error *err)
 {
-    double t0 = now_s(), deadline = t0 + timeout_of(c);
+    double t0 = accel_now(), deadline = t0 + timeout_of(c);
     struct nccl_impl *im = NULL;
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     ncclUniqueId id;
@@ -834,7 +827,7 @@ static enum accel_err nccl_split(struct accel_comm *c, int color, int key, struc
     struct accel_comm *child = NULL;
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     ncclComm_t newcomm = NULL;
-    double t0 = now_s(), deadline = t0 + timeout_of(c);
+    double t0 = accel_now(), deadline = t0 + timeout_of(c);
     unsigned gen = c->generation++;
     char sub[48], why[512];
     struct board b;

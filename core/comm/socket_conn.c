@@ -50,23 +50,6 @@ struct reply {
     uint32_t magic, verdict;
 };
 
-double comm__now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int ms_left(double deadline)
-{
-    double left = deadline - comm__now();
-
-    if (left <= 0)
-        return 0;
-    return left * 1000.0 > INT_MAX ? INT_MAX : (int)(left * 1000.0) + 1;
-}
-
 /* FNV-1a 64 of the prefix: names the communicator in the hello. */
 static uint64_t comm_id(const char *prefix)
 {
@@ -278,34 +261,6 @@ static enum accel_err start_connect(struct accel_comm *c, const char *addr, int 
     return ACCEL_OK;
 }
 
-/* Writes all of buf before the deadline (a hello or reply: a few bytes). */
-static int write_all(int fd, const void *buf, size_t len, double deadline)
-{
-    const char *p = buf;
-
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) {
-            p += n;
-            len -= (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            return -1;
-        {
-            struct pollfd pfd = {fd, POLLOUT, 0};
-            int ms = ms_left(deadline);
-            if (ms == 0) {
-                errno = ETIMEDOUT;
-                return -1;
-            }
-            if (poll(&pfd, 1, ms) < 0 && errno != EINTR)
-                return -1;
-        }
-    }
-    return 0;
-}
-
 struct pending {
     int fd;
     size_t got;
@@ -342,7 +297,7 @@ static enum verdict judge(const struct accel_comm *c, const struct sock *s, cons
 
 enum accel_err comm__sock_connect(struct accel_comm *c, struct sock *s, struct accel_error *err)
 {
-    double deadline = comm__now() + c->timeout_s;
+    double deadline = accel_now() + c->timeout_s;
     struct pending pend[MAX_PENDING];
     size_t npend = 0, reply_got = 0;
     struct hello mine;
@@ -387,7 +342,7 @@ enum accel_err comm__sock_connect(struct accel_comm *c, struct sock *s, struct a
              (s->prev_fd >= 0 || (refused_rc != ACCEL_OK && prev_judged)))) {
         struct pollfd pfd[MAX_PENDING + 2];
         size_t np = 0, npolled = npend;
-        int ms = ms_left(deadline);
+        int ms = accel_ms_left(deadline);
 
         if (ms == 0) {
             if (s->prev_fd < 0)
@@ -418,7 +373,7 @@ enum accel_err comm__sock_connect(struct accel_comm *c, struct sock *s, struct a
             int e = 0;
             socklen_t el = sizeof(e);
             (void)getsockopt(nfd, SOL_SOCKET, SO_ERROR, &e, &el);
-            if (e != 0 || write_all(nfd, &mine, sizeof(mine), deadline) != 0) {
+            if (e != 0 || accel_send_all(nfd, &mine, sizeof(mine), deadline) != 0) {
                 if (e != 0)
                     errno = e;
                 rc = accel_error_sys(err, ACCEL_EPEER,
@@ -472,7 +427,7 @@ enum accel_err comm__sock_connect(struct accel_comm *c, struct sock *s, struct a
                 prev_judged = true;
             r.magic = REPLY_MAGIC;
             r.verdict = v;
-            if (write_all(q->fd, &r, sizeof(r), deadline) == 0 && v == V_OK) {
+            if (accel_send_all(q->fd, &r, sizeof(r), deadline) == 0 && v == V_OK) {
                 s->prev_fd = q->fd;
                 tune(q->fd);
             } else {

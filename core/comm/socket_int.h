@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "accel/clock.h"
 #include "comm_int.h"
 
 #define SOCK_ADDR_MAX 80                /* "[v6 address]:port" and a NUL */
@@ -77,8 +78,5 @@ enum accel_err comm__sock_barrier(struct accel_comm *c, struct accel_error *err)
  * reported. */
 enum accel_err comm__sock_fail(struct accel_comm *c, struct accel_error *err, const char *what,
                                enum accel_err code, const char *fmt, ...) ACCEL_PRINTF(5, 6);
-
-/* Seconds on a monotonic clock. */
-double comm__now(void);
 
 #endif

@@ -280,7 +280,7 @@ static enum accel_err ring_run(struct accel_comm *c, struct plan *p, const struc
     struct op_hdr hin;
     struct side tx = {0}, rx = {0};
     bool do_tx, do_rx, prev_hup = false;
-    double deadline = comm__now() + c->timeout_s, idle_since = 0;
+    double deadline = accel_now() + c->timeout_s, idle_since = 0;
 
     if (p->kind == RING_BROADCAST) {
         do_tx = mod((long long)p->r - p->root, p->n) + 1 < p->n;
@@ -401,7 +401,7 @@ static enum accel_err ring_run(struct accel_comm *c, struct plan *p, const struc
          * moment away, and waking a sleeping process costs more than that
          * (most on a virtual machine).  Bounded by s->spin_s, not a wait. */
         if (s->spin_s > 0) {
-            double t = comm__now();
+            double t = accel_now();
             if (idle_since == 0)
                 idle_since = t;
             if (t - idle_since < s->spin_s) {
@@ -419,7 +419,7 @@ static enum accel_err ring_run(struct accel_comm *c, struct plan *p, const struc
         pfd[1].fd = rx_done || (prev_hup && !rx_wait) ? -1 : s->prev_fd;
         pfd[1].events = (short)((rx_wait ? POLLIN : 0) | (prev_hup ? 0 : POLLRDHUP));
         pfd[0].revents = pfd[1].revents = 0;
-        left = deadline - comm__now();
+        left = deadline - accel_now();
         if (left <= 0) {
             bool blame_prev = !rx_done && (rx_wait || tx_done);
             unsigned who = blame_prev ? s->prev : s->next;

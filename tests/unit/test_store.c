@@ -376,9 +376,9 @@ TEST(tcp_get_parks_until_set)
         _exit(accel_store_set(c, "late", "x", 1, &err) == ACCEL_OK ? 0 : 1);
     }
     struct accel_store *c = client(port, NONCE, 0, 2, 5);
-    double t0 = store_now();
+    double t0 = accel_now();
     ASSERT_OK(accel_store_get(c, "late", &v, &n, &err));
-    ASSERT(store_now() - t0 < 4);
+    ASSERT(accel_now() - t0 < 4);
     ASSERT_STR_EQ((char *)v, "x");
     accel_free(v);
     ASSERT(waitpid(pid, &status, 0) == pid);
@@ -588,9 +588,9 @@ TEST(tcp_absent_server_times_out)
     o.rank = 3;
     o.world = 8;
     o.timeout_s = 0.5;
-    t0 = store_now();
+    t0 = accel_now();
     ASSERT_INT_EQ(accel_store_connect(&c, &o, &err), ACCEL_ETIMEDOUT);
-    took = store_now() - t0;
+    took = accel_now() - t0;
     test_note("gave up after %.3f s", took);
     ASSERT(took >= 0.45 && took < 1.5);
     snprintf(want, sizeof(want), "rank 3 of 8: no answer from rank 0 at 127.0.0.1:%u within 0.5 s",
@@ -633,10 +633,10 @@ TEST(tcp_get_and_barrier_deadlines)
     const char *keys[] = {"missing"};
     void *v;
     size_t n;
-    double t0 = store_now();
+    double t0 = accel_now();
 
     ASSERT_INT_EQ(accel_store_get(c, "missing", &v, &n, &err), ACCEL_ETIMEDOUT);
-    ASSERT(store_now() - t0 < 1.5);
+    ASSERT(accel_now() - t0 < 1.5);
     ASSERT_CONTAINS(err.msg, "rank 2 of 3: get 'missing': not set at rank 0 (127.0.0.1:");
     ASSERT_CONTAINS(err.msg, "within 0.3 s");
     ASSERT_INT_EQ(accel_store_wait(c, keys, 1, &err), ACCEL_ETIMEDOUT);
@@ -803,10 +803,10 @@ TEST(tcp_client_that_never_reads)
     nanosleep(&ts, NULL); /* the server does what it will with them */
     test_note("%u requests sent; this process grew by %ld MiB", sent, (rss_kib() - rss0) >> 10);
     ASSERT(rss_kib() - rss0 < (256 << 10)); /* not the 2 GB the replies would take */
-    double t0 = store_now();
+    double t0 = accel_now();
     ASSERT_OK(accel_store_set(good, "k", "v", 1, &err));
     ASSERT_OK(accel_store_barrier(good, "served", 1, &err));
-    ASSERT(store_now() - t0 < 2);
+    ASSERT(accel_now() - t0 < 2);
     close(fd);
     free(b);
     accel_store_close(good);
@@ -830,12 +830,12 @@ TEST(tcp_stop_with_parked_client)
         struct accel_store *c = client(port, NONCE, 1, 2, 30);
         void *v;
         size_t n;
-        double t0 = store_now();
+        double t0 = accel_now();
         if (write(p[1], "r", 1) != 1)
             _exit(2);
         /* parked, or refused because the server is already gone: EPEER both */
         enum accel_err rc = accel_store_get(c, "never", &v, &n, &err);
-        _exit(rc == ACCEL_EPEER && store_now() - t0 < 10 ? 0 : 1);
+        _exit(rc == ACCEL_EPEER && accel_now() - t0 < 10 ? 0 : 1);
     }
     ASSERT_INT_EQ(read(p[0], &ready, 1), 1);
     struct timespec ts = {0, 100 * 1000 * 1000};
@@ -997,9 +997,9 @@ TEST(file_keys_stay_inside_and_nonce_clash)
     ASSERT_INT_EQ(accel_store_get(b, "../escape", &v, &n, &err), ACCEL_ENONCE);
     ASSERT_CONTAINS(err.msg, "rank 1 of 2: store: ");
     ASSERT_CONTAINS(err.msg, "belongs to another job");
-    double t0 = store_now();
+    double t0 = accel_now();
     ASSERT_INT_EQ(accel_store_get(b, "nothing", &v, &n, &err), ACCEL_ETIMEDOUT);
-    ASSERT(store_now() - t0 < 1.5);
+    ASSERT(accel_now() - t0 < 1.5);
     ASSERT_CONTAINS(err.msg, "rank 1 of 2: get 'nothing': not set in");
     ASSERT_INT_EQ(accel_store_barrier(b, "alone", 2, &err), ACCEL_ETIMEDOUT);
     ASSERT_CONTAINS(err.msg, "1 of 2 arrived");
