@@ -71,13 +71,19 @@ static enum accel_err sock_sync(struct accel_comm *c, struct accel_error *err)
     return ACCEL_OK;
 }
 
+/* How long a finished rank waits for its neighbours to finish too. */
+#define CLOSE_GRACE_S 5.0
+
 static void sock_free(struct accel_comm *c)
 {
     struct sock *s = c->impl;
 
     if (s == NULL)
         return;
-    comm__sock_close(s);
+    if (c->failed)
+        comm__sock_close(s); /* the others learn of it at once */
+    else
+        comm__sock_close_graceful(s, CLOSE_GRACE_S);
     accel_free(s->scratch);
     accel_free(s->stage_in);
     accel_free(s->stage_out);

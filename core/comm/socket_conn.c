@@ -69,6 +69,48 @@ void comm__sock_close(struct sock *s)
     s->next_fd = s->prev_fd = -1;
 }
 
+void comm__sock_close_graceful(struct sock *s, double grace_s)
+{
+    double deadline = accel_now() + grace_s;
+    int *fds[2] = {&s->next_fd, &s->prev_fd};
+    char trash[4096];
+
+    /* FIN after the last byte this rank sent; then read what the
+     * neighbours still send until they close as well (or the grace ends).
+     * A plain close() with unread bytes in the receive buffer sends a reset,
+     * and a reset can destroy data a slower neighbour has not read yet: it
+     * would see ACCEL_EPEER at the end of a job that went well. */
+    for (int i = 0; i < 2; i++)
+        if (*fds[i] >= 0)
+            (void)shutdown(*fds[i], SHUT_WR);
+    while (*fds[0] >= 0 || *fds[1] >= 0) {
+        struct pollfd p[2];
+        nfds_t n = 0;
+        int which[2];
+
+        for (int i = 0; i < 2; i++) {
+            if (*fds[i] < 0)
+                continue;
+            p[n].fd = *fds[i];
+            p[n].events = POLLIN;
+            which[n++] = i;
+        }
+        if (poll(p, n, accel_ms_left(deadline)) <= 0)
+            break; /* the grace is over, or poll failed: close as it is */
+        for (nfds_t k = 0; k < n; k++) {
+            ssize_t got;
+            if (p[k].revents == 0)
+                continue;
+            got = read(*fds[which[k]], trash, sizeof(trash));
+            if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN)) {
+                close(*fds[which[k]]);
+                *fds[which[k]] = -1;
+            }
+        }
+    }
+    comm__sock_close(s);
+}
+
 /* Non-blocking, no Nagle (a ring step's small last segment must not wait for
  * an acknowledgement), and socket buffers large enough to keep a chunk in
  * flight.  The buffer sizes are a request; the kernel caps them. */

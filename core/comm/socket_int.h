@@ -53,6 +53,9 @@ enum accel_err comm__sock_connect(struct accel_comm *c, struct sock *s, struct a
 
 /* Closes both ring connections (the failure cascade); -1 is allowed. */
 void comm__sock_close(struct sock *s);
+/* The end of a communicator that did not fail: shutdown, drain until the
+ * neighbours close too or `grace_s` passes, close. */
+void comm__sock_close_graceful(struct sock *s, double grace_s);
 
 /* socket_ring.c: the collectives.  Each returns through comm__sock_fail on
  * a transport failure. */
