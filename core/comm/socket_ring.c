@@ -520,15 +520,17 @@ static void plan_init(struct accel_comm *c, struct plan *p, enum ring_kind kind,
     p->r = c->rank;
 }
 
-enum accel_err comm__sock_all_reduce(struct accel_comm *c, const void *send, void *recv,
-                                     size_t count, enum accel_dtype t, enum accel_redop op,
-                                     struct accel_error *err)
+/* all_reduce and reduce_scatter: the same ring, with or without its
+ * all-gather half (`count` is the whole count, or the count per rank). */
+static enum accel_err reducing(struct accel_comm *c, enum ring_kind kind, const char *what,
+                               const void *send, void *recv, size_t count, enum accel_dtype t,
+                               enum accel_redop op, struct accel_error *err)
 {
     struct plan p;
     struct op_hdr h;
     enum accel_err rc;
 
-    plan_init(c, &p, RING_ALL_REDUCE, "all_reduce", send, recv, count, t);
+    plan_init(c, &p, kind, what, send, recv, count, t);
     if (c->size == 1) {
         if (send != recv)
             memcpy(recv, send, count * p.es);
@@ -543,27 +545,18 @@ enum accel_err comm__sock_all_reduce(struct accel_comm *c, const void *send, voi
     return ring_run(c, &p, &h, err);
 }
 
+enum accel_err comm__sock_all_reduce(struct accel_comm *c, const void *send, void *recv,
+                                     size_t count, enum accel_dtype t, enum accel_redop op,
+                                     struct accel_error *err)
+{
+    return reducing(c, RING_ALL_REDUCE, "all_reduce", send, recv, count, t, op, err);
+}
+
 enum accel_err comm__sock_reduce_scatter(struct accel_comm *c, const void *send, void *recv,
                                          size_t recvcount, enum accel_dtype t, enum accel_redop op,
                                          struct accel_error *err)
 {
-    struct plan p;
-    struct op_hdr h;
-    enum accel_err rc;
-
-    plan_init(c, &p, RING_REDUCE_SCATTER, "reduce_scatter", send, recv, recvcount, t);
-    if (c->size == 1) {
-        if (send != recv)
-            memcpy(recv, send, recvcount * p.es);
-        return ACCEL_OK;
-    }
-    p.avg_n = op == ACCEL_AVG ? c->size : 0;
-    p.nrs = c->size - 1;
-    rc = plan_ring(c, &p, err);
-    if (rc != ACCEL_OK)
-        return rc;
-    hdr_fill(c, &p, &h, (unsigned)op);
-    return ring_run(c, &p, &h, err);
+    return reducing(c, RING_REDUCE_SCATTER, "reduce_scatter", send, recv, recvcount, t, op, err);
 }
 
 /* The all-gather of `count` elements of type t, or, for the barrier, of one
