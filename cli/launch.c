@@ -300,9 +300,27 @@ static int settle_layout(struct launch *l, const struct accel_cfg *cfg, unsigned
     return CLI_EXIT_OK;
 }
 
+/* Without --config the built-in config is only a fallback: in a pod the
+ * webhook already put the job's config into the node-level environment
+ * (ACCELERATE_*, FSDP_*, ...), and those values win over the built-in
+ * config's.  The layout variables are still launch's own. */
+static bool pod_wins(const char *name, bool builtin)
+{
+    static const char *const prefixes[] = {"ACCELERATE_", "FSDP_", "MEGATRON_LM_",
+                                           "PARALLELISM_CONFIG_"};
+
+    if (!builtin || getenv(name) == NULL)
+        return false;
+    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+        if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
+            return true;
+    return false;
+}
+
 /* The rank's whole environment: this process's, then core/env's on top (a
- * value the user has wins where accel_env_user_wins says so). */
-static char **merge_env(const struct accel_env *env, const struct accel_site *site)
+ * value the user has wins where accel_env_user_wins says so, and a pod's
+ * config variables win over the built-in config's). */
+static char **merge_env(const struct accel_env *env, const struct accel_site *site, bool builtin)
 {
     size_t n = 0, k = 0;
     char **out;
@@ -318,7 +336,8 @@ static char **merge_env(const struct accel_env *env, const struct accel_site *si
         if (eq == NULL || (size_t)(eq - environ[i]) > ACCEL_MAX_ENV_NAME)
             continue;
         snprintf(name, sizeof(name), "%.*s", (int)(eq - environ[i]), environ[i]);
-        if (accel_env_get(env, name) != NULL && !accel_env_user_wins(name, site))
+        if (accel_env_get(env, name) != NULL && !accel_env_user_wins(name, site) &&
+            !pod_wins(name, builtin))
             continue; /* replaced below */
         out[k++] = environ[i];
     }
@@ -326,7 +345,7 @@ static char **merge_env(const struct accel_env *env, const struct accel_site *si
         const char *eq = strchr(env->v[i], '=');
         char name[ACCEL_MAX_ENV_NAME + 1];
         snprintf(name, sizeof(name), "%.*s", (int)(eq - env->v[i]), env->v[i]);
-        if (getenv(name) != NULL && accel_env_user_wins(name, site))
+        if (getenv(name) != NULL && (accel_env_user_wins(name, site) || pod_wins(name, builtin)))
             continue;
         out[k++] = env->v[i];
     }
@@ -419,7 +438,7 @@ int cli_launch(int argc, char **argv)
             print_rank(&l, i, &envs[i], cpus[i]);
             continue;
         }
-        envps[i] = merge_env(&envs[i], l.site_path ? &site : NULL);
+        envps[i] = merge_env(&envs[i], l.site_path ? &site : NULL, l.config == NULL);
         if (envps[i] == NULL) {
             fprintf(stderr, "accelrun launch: out of memory\n");
             status = CLI_EXIT_USAGE;

@@ -80,3 +80,11 @@ contains "launch: the built-in config is MULTI_GPU" "ACCELERATE_MIXED_PRECISION=
 out=$(env CUDA_VISIBLE_DEVICES=0,1,2,3 NCCL_IB_HCA=mlx5_9 "$bin" launch --topology-xml tests/topo/two-socket.xml -n 2 -- \
     sh -c 'echo "hca=$NCCL_IB_HCA cvd=$CUDA_VISIBLE_DEVICES order=$CUDA_DEVICE_ORDER"' 2>&1)
 contains "launch: the user's NCCL_IB_HCA is kept" "[1] hca=mlx5_9 cvd=0,1,2,3 order=PCI_BUS_ID"
+
+# in a pod without --config, the node-level config variables the webhook set
+# win over the built-in config's; the layout is still launch's
+out=$(env ACCELERATE_MIXED_PRECISION=bf16 ACCELERATE_USE_FSDP=true FSDP_SHARDING_STRATEGY=FULL_SHARD \
+    "$bin" launch -n 2 -- sh -c 'echo "mp=$ACCELERATE_MIXED_PRECISION fsdp=$ACCELERATE_USE_FSDP s=$FSDP_SHARDING_STRATEGY r=$RANK"' 2>&1)
+contains "launch: a pod's ACCELERATE_*/FSDP_* win over the built-in config" "[1] mp=bf16 fsdp=true s=FULL_SHARD r=1"
+out=$(env ACCELERATE_MIXED_PRECISION=bf16 "$bin" launch -n 1 --config examples/gpt-cpu.yaml -- sh -c 'echo "mp=$ACCELERATE_MIXED_PRECISION"' 2>&1)
+contains "launch: with --config, the config's value wins" "[0] mp=no"
