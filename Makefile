@@ -122,7 +122,7 @@ SLURM_PLUGINDIR ?= /usr/lib/$(MULTIARCH)/slurm-wlm
 
 
 .PHONY: bench-bins bench-run spank test-slurm all test unit golden fuzz-replay demo install uninstall fuzz oracle bench clean deps \
-        lint format-check check
+        format-check check
 .DEFAULT_GOAL := all
 .SECONDARY:
 
@@ -296,9 +296,6 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/accelrun $(DESTDIR)$(PREFIX)/lib/libaccelrun.* \
 	    $(DESTDIR)$(PREFIX)/lib/pkgconfig/accelrun.pc
 	rm -rf $(DESTDIR)$(PREFIX)/include/accel
-
-lint:
-	$(Q)sh scripts/checksrc.sh
 
 format-check:
 	$(Q)clang-format --dry-run --Werror $(LIB_SRC) $(RUNTIME_SRC) $(CLI_SRC) core/include/accel/*.h \

@@ -214,8 +214,9 @@ static int parse(int argc, char **argv, struct topo_opts *o)
     }
     if ((o->conf == NULL) != (o->nodes == NULL) || (o->json && o->dot) ||
         (o->dot && o->conf != NULL)) {
-        fprintf(stderr, "accelrun topo: --topology-conf and --nodes go together; --json and "
-                        "--dot exclude each other; --dot draws one node only\n\n%s",
+        fprintf(stderr,
+                "accelrun topo: --topology-conf and --nodes go together; --json and "
+                "--dot exclude each other; --dot draws one node only\n\n%s",
                 cli_topo_usage);
         return CLI_EXIT_USAGE;
     }

@@ -312,8 +312,7 @@ static enum accel_err xml_normalize(const char *in, size_t len, bool v3, struct 
             if (depth == 0 && k == stop) {
                 if (out->len > 0 && out->data[out->len - 1] != '\n')
                     rc = accel_buf_add(out, "\n", 1);
-            }
-            else
+            } else
                 rc = accel_buf_add(out, in + i, stop - i);
         }
         if (lt == NULL || rc != ACCEL_OK)

@@ -8,8 +8,8 @@
 
 struct accel_rank_plan {
     char cuda_visible_devices[1024]; /* the granted list in plan order; "" = leave it */
-    char nccl_ib_hca[128];         /* "" = not set */
-    char nccl_socket_ifname[64];   /* "" = not set */
+    char nccl_ib_hca[128];           /* "" = not set */
+    char nccl_socket_ifname[64];     /* "" = not set */
 };
 
 struct accel_plan {
