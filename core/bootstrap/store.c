@@ -108,6 +108,18 @@ enum accel_err accel_store_barrier(struct accel_store *s, const char *name, unsi
     return s->ops->barrier(s, name, n, err);
 }
 
+double accel_store_set_timeout(struct accel_store *s, double timeout_s)
+{
+    double old;
+
+    if (s == NULL)
+        return 0;
+    old = s->timeout_s;
+    if (timeout_s > 0)
+        s->timeout_s = timeout_s;
+    return old;
+}
+
 void accel_store_close(struct accel_store *s)
 {
     if (s == NULL)

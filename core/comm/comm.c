@@ -98,6 +98,7 @@ enum accel_err accel_comm_init(struct accel_comm **out, struct accel_store *stor
     enum accel_err rc;
     char key[64];
     int64_t n = 0;
+    double saved;
 
     if (out == NULL)
         return accel_error_set(err, ACCEL_EINVAL, "comm: init: no place for the communicator");
@@ -127,6 +128,9 @@ enum accel_err accel_comm_init(struct accel_comm **out, struct accel_store *stor
             goto fail;
     }
     snprintf(c->prefix, sizeof(c->prefix), "c%lld/", (long long)(n > 0 ? n - 1 : 0));
+    /* the store's waits (a rank that never joins) end at the communicator's
+     * deadline, not at the store client's own */
+    saved = accel_store_set_timeout(store, c->timeout_s);
     if (strcmp(backend, "socket") == 0)
         rc = accel_comm_socket_init(c, opts, err);
     else if (strcmp(backend, "nccl") == 0)
@@ -135,6 +139,7 @@ enum accel_err accel_comm_init(struct accel_comm **out, struct accel_store *stor
         rc = accel_error_set(err, ACCEL_EINVAL,
                              "rank %u of %u: init: unknown backend '%.32s' (socket or nccl)", rank,
                              world, backend);
+    accel_store_set_timeout(store, saved);
     if (rc != ACCEL_OK)
         goto fail;
     *out = c;

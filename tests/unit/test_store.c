@@ -647,6 +647,15 @@ TEST(tcp_get_and_barrier_deadlines)
     ASSERT_OK(accel_store_get(c, "missing", &v, &n, &err));
     accel_free(v);
     accel_store_close(c);
+    /* a phase bounded by the caller's own deadline (core/comm's init) */
+    c = client(accel_store_server_port(srv), NONCE, 1, 3, 30.0);
+    ASSERT(accel_store_set_timeout(c, 0.3) == 30.0);
+    ASSERT_INT_EQ(accel_store_get(c, "absent", &v, &n, &err), ACCEL_ETIMEDOUT);
+    ASSERT_CONTAINS(err.msg, "within 0.3 s");
+    ASSERT(accel_store_set_timeout(c, 30.0) == 0.3);
+    ASSERT(accel_store_set_timeout(c, 0) == 30.0); /* 0 keeps it */
+    ASSERT(accel_store_set_timeout(NULL, 1.0) == 0);
+    accel_store_close(c);
     accel_store_server_stop(srv);
 }
 

@@ -139,6 +139,12 @@ enum accel_err accel_store_add(struct accel_store *s, const char *key, int64_t d
 enum accel_err accel_store_barrier(struct accel_store *s, const char *name, unsigned n,
                                    struct accel_error *err) ACCEL_WUR;
 
+/* Sets the deadline of this client's later blocking calls (connecting is
+ * over) to `timeout_s` seconds (> 0) and returns the one it had, so a caller
+ * can bound a phase by its own deadline and restore the old one after.  NULL
+ * is allowed (returns 0). */
+double accel_store_set_timeout(struct accel_store *s, double timeout_s);
+
 /* Closes the connection.  file method: a rank other than 0 leaves an exit
  * file; rank 0 waits for those (at most 10 s or the timeout), then removes
  * this job's files and the folder if nothing else is in it.  NULL is
