@@ -5,79 +5,18 @@
  * server on rank 0 for the tcp method and connects.  It does not exchange
  * anything itself; core/comm does that through the store.
  */
-#include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "accel/getenv.h"
 #include "accel/log.h"
 #include "store_int.h"
 
-#define ENV_MAX 4096         /* bytes of one variable's value */
+#define WHO "bootstrap"      /* the prefix of its messages */
 #define WORLD_MAX (1u << 20) /* ranks in a job */
 #define CLOSE_TIMEOUT_S 10.0 /* the closing barrier waits at most this */
 #define CLOSE_BARRIER "accelrun.bootstrap.close"
-
-static enum accel_err env_get(const char *name, bool required, const char **out,
-                              struct accel_error *err)
-{
-    const char *v = getenv(name);
-
-    *out = NULL;
-    if (v == NULL || v[0] == '\0') {
-        if (required)
-            return accel_error_set(err, ACCEL_EINVAL, "bootstrap: %s is not set", name);
-        return ACCEL_OK;
-    }
-    if (strnlen(v, ENV_MAX + 1) > ENV_MAX)
-        return accel_error_set(err, ACCEL_ETOOBIG, "bootstrap: %s is longer than %d bytes", name,
-                               ENV_MAX);
-    *out = v;
-    return ACCEL_OK;
-}
-
-static enum accel_err env_uint(const char *name, unsigned long lo, unsigned long hi, unsigned *out,
-                               struct accel_error *err)
-{
-    const char *v;
-    char *end;
-    unsigned long n;
-    enum accel_err rc = env_get(name, true, &v, err);
-
-    if (rc != ACCEL_OK)
-        return rc;
-    errno = 0;
-    n = strtoul(v, &end, 10);
-    if (v[0] < '0' || v[0] > '9' || *end != '\0' || errno != 0)
-        return accel_error_set(err, ACCEL_EINVAL, "bootstrap: %s='%.64s' is not a number", name, v);
-    if (n < lo || n > hi)
-        return accel_error_set(err, ACCEL_EINVAL, "bootstrap: %s=%lu is not in %lu..%lu", name, n,
-                               lo, hi);
-    *out = (unsigned)n;
-    return ACCEL_OK;
-}
-
-static enum accel_err env_timeout(double *out, struct accel_error *err)
-{
-    const char *v;
-    char *end;
-    double t;
-    enum accel_err rc = env_get("ACCELRUN_TIMEOUT", false, &v, err);
-
-    *out = ACCEL_STORE_DEFAULT_TIMEOUT_S;
-    if (rc != ACCEL_OK || v == NULL)
-        return rc;
-    errno = 0;
-    t = strtod(v, &end);
-    if (end == v || *end != '\0' || errno != 0 || !isfinite(t) || t <= 0 || t > 1e6)
-        return accel_error_set(err, ACCEL_EINVAL,
-                               "bootstrap: ACCELRUN_TIMEOUT='%.64s' is not a number of seconds "
-                               "in (0, 1e6]",
-                               v);
-    *out = t;
-    return ACCEL_OK;
-}
 
 /* The job nonce: Slurm's job and step, else torchrun's run id, else what
  * every rank of this job shares (the store's address, or its folder). */
@@ -103,10 +42,11 @@ enum accel_err accel_bootstrap_init(struct accel_bootstrap *b, struct accel_erro
     if (b == NULL)
         return accel_error_set(err, ACCEL_EINVAL, "bootstrap: NULL argument");
     memset(b, 0, sizeof(*b));
-    if ((rc = env_uint("WORLD_SIZE", 1, WORLD_MAX, &b->world, err)) != ACCEL_OK ||
-        (rc = env_uint("RANK", 0, WORLD_MAX - 1, &b->rank, err)) != ACCEL_OK ||
-        (rc = env_timeout(&b->timeout_s, err)) != ACCEL_OK ||
-        (rc = env_get("ACCELRUN_STORE", false, &method, err)) != ACCEL_OK)
+    if ((rc = accel_getenv_uint(WHO, "WORLD_SIZE", 1, WORLD_MAX, &b->world, err)) != ACCEL_OK ||
+        (rc = accel_getenv_uint(WHO, "RANK", 0, WORLD_MAX - 1, &b->rank, err)) != ACCEL_OK ||
+        (rc = accel_getenv_timeout(WHO, ACCEL_STORE_DEFAULT_TIMEOUT_S, &b->timeout_s, err)) !=
+            ACCEL_OK ||
+        (rc = accel_getenv_str(WHO, "ACCELRUN_STORE", false, &method, err)) != ACCEL_OK)
         return rc;
     if (b->rank >= b->world)
         return accel_error_set(err, ACCEL_EINVAL, "bootstrap: RANK=%u is not below WORLD_SIZE=%u",
@@ -128,8 +68,8 @@ enum accel_err accel_bootstrap_init(struct accel_bootstrap *b, struct accel_erro
         return accel_error_set(err, ACCEL_EINVAL,
                                "bootstrap: ACCELRUN_STORE='%.64s' is neither tcp nor file:FOLDER",
                                method);
-    if ((rc = env_get("MASTER_ADDR", true, &addr, err)) != ACCEL_OK ||
-        (rc = env_uint("MASTER_PORT", 1, 65535, &port, err)) != ACCEL_OK)
+    if ((rc = accel_getenv_str(WHO, "MASTER_ADDR", true, &addr, err)) != ACCEL_OK ||
+        (rc = accel_getenv_uint(WHO, "MASTER_PORT", 1, 65535, &port, err)) != ACCEL_OK)
         return rc;
     o.host = addr;
     o.port = port;

@@ -16,10 +16,10 @@
 #include <string.h>
 
 #include "accel/alloc.h"
+#include "accel/getenv.h"
 #include "comm_int.h"
 
 #define COMM_MAX_RANKS (1u << 20)
-#define COMM_DEFAULT_TIMEOUT_S 300.0
 
 #ifdef ACCEL_HAVE_NCCL
 static enum accel_err nccl_init(struct accel_comm *c, const struct accel_comm_opts *opts,
@@ -67,26 +67,13 @@ static const char *choose_backend(const struct accel_comm_opts *opts)
 static enum accel_err choose_timeout(const struct accel_comm_opts *opts, double *out,
                                      struct accel_error *err)
 {
-    const char *env = getenv("ACCELRUN_TIMEOUT");
-    char *end = NULL;
-    double v;
-
     if (opts != NULL && opts->timeout_s != 0) {
         if (!(opts->timeout_s > 0) || !isfinite(opts->timeout_s))
             return accel_error_set(err, ACCEL_EINVAL, "comm: timeout of %g s", opts->timeout_s);
         *out = opts->timeout_s;
         return ACCEL_OK;
     }
-    *out = COMM_DEFAULT_TIMEOUT_S;
-    if (env == NULL || env[0] == '\0')
-        return ACCEL_OK;
-    v = strtod(env, &end);
-    if (end == env || *end != '\0' || !(v > 0) || !isfinite(v))
-        return accel_error_set(err, ACCEL_EINVAL,
-                               "comm: ACCELRUN_TIMEOUT='%.64s' is not a positive number of seconds",
-                               env);
-    *out = v;
-    return ACCEL_OK;
+    return accel_getenv_timeout("comm", ACCEL_STORE_DEFAULT_TIMEOUT_S, out, err);
 }
 
 enum accel_err accel_comm_init(struct accel_comm **out, struct accel_store *store, unsigned rank,

@@ -1,33 +1,14 @@
 /*
  * nodes.c: the intra-node and inter-node (rail) communicators of a job, from
- * the layout its launcher exported (RANK, LOCAL_RANK, LOCAL_WORLD_SIZE).  Both backends split the
- * same way (accel_comm_split: ncclCommSplit for nccl, a new ring for socket).
+ * the layout its launcher exported (RANK, LOCAL_RANK, LOCAL_WORLD_SIZE).
+ * Both backends split the same way (accel_comm_split: ncclCommSplit for
+ * nccl, a new ring for socket).
  */
-#include <errno.h>
-#include <stdlib.h>
-
 #include "accel/comm.h"
+#include "accel/getenv.h"
 
-/* An unsigned layout variable; the error names it. */
-static enum accel_err layout_var(const char *name, unsigned *out, struct accel_error *err)
-{
-    const char *v = getenv(name);
-    char *end;
-    unsigned long n;
-
-    if (v == NULL || v[0] == '\0')
-        return accel_error_set(err, ACCEL_EINVAL,
-                               "split_nodes: %s is not set (start the job with srun "
-                               "--accel-config or accelrun launch)",
-                               name);
-    errno = 0;
-    n = strtoul(v, &end, 10);
-    if (errno != 0 || *end != '\0' || v[0] == '-' || n > (1ul << 24))
-        return accel_error_set(err, ACCEL_EINVAL, "split_nodes: %s='%.32s' is not a number", name,
-                               v);
-    *out = (unsigned)n;
-    return ACCEL_OK;
-}
+#define WHO "split_nodes"
+#define LAYOUT_MAX (1u << 24)
 
 enum accel_err accel_comm_split_nodes(struct accel_comm *c, struct accel_comm **node,
                                       struct accel_comm **rail, struct accel_error *err)
@@ -38,9 +19,9 @@ enum accel_err accel_comm_split_nodes(struct accel_comm *c, struct accel_comm **
     if (c == NULL || node == NULL || rail == NULL)
         return accel_error_set(err, ACCEL_EINVAL, "split_nodes: NULL argument");
     *node = *rail = NULL;
-    if ((rc = layout_var("LOCAL_RANK", &local, err)) != ACCEL_OK ||
-        (rc = layout_var("LOCAL_WORLD_SIZE", &lws, err)) != ACCEL_OK ||
-        (rc = layout_var("RANK", &rank, err)) != ACCEL_OK)
+    if ((rc = accel_getenv_uint(WHO, "LOCAL_RANK", 0, LAYOUT_MAX, &local, err)) != ACCEL_OK ||
+        (rc = accel_getenv_uint(WHO, "LOCAL_WORLD_SIZE", 0, LAYOUT_MAX, &lws, err)) != ACCEL_OK ||
+        (rc = accel_getenv_uint(WHO, "RANK", 0, LAYOUT_MAX, &rank, err)) != ACCEL_OK)
         return rc;
     if (local >= lws || local > rank || rank != accel_comm_rank(c))
         return accel_error_set(err, ACCEL_ELAYOUT,

@@ -277,7 +277,7 @@ int main(int argc, char **argv)
     gethostname(x.host, sizeof(x.host) - 1);
     accel_error_clear(&e);
     if (accel_bootstrap_init(&boot, &e) != ACCEL_OK) {
-        fprintf(stderr, "comm_check: bootstrap: %s\n", e.msg);
+        fprintf(stderr, "comm_check: %s\n", e.msg);
         return 1;
     }
     x.rank = boot.rank;
