@@ -218,21 +218,13 @@ static bool load_topology(const struct launch *l, struct accel_topo *t)
     return true;
 }
 
-static unsigned count_list(const char *list)
-{
-    unsigned n = list[0] != '\0';
-    for (const char *c = list; *c; c++)
-        n += *c == ',';
-    return n;
-}
-
 /* GPUs this process may use: CUDA_VISIBLE_DEVICES's count, else the node's. */
 static unsigned gpus_here(const struct accel_topo *t)
 {
     const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
 
     if (cvd != NULL)
-        return strcmp(cvd, "NoDevFiles") == 0 ? 0 : count_list(cvd);
+        return strcmp(cvd, "NoDevFiles") == 0 ? 0 : accel_gpu_list_count(cvd);
     return t ? t->ngpus : 0;
 }
 

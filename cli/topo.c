@@ -247,9 +247,7 @@ int cli_topo(int argc, char **argv)
     /* default: one rank per granted GPU (all of the node's without --gpus) */
     req.nproc = o.nproc ? o.nproc : (topo.ngpus ? topo.ngpus : 1);
     if (o.nproc == 0 && o.gpus != NULL) {
-        unsigned n = o.gpus[0] != '\0';
-        for (const char *c = o.gpus; *c; c++)
-            n += *c == ',';
+        unsigned n = accel_gpu_list_count(o.gpus);
         req.nproc = n ? n : 1;
     }
     req.gpus = o.gpus;

@@ -42,14 +42,6 @@ void plugin_placement_load(spank_t sp)
     plugin.topo_loaded = true;
 }
 
-static unsigned count_ids(const char *list)
-{
-    unsigned n = list[0] != '\0';
-    for (const char *c = list; *c; c++)
-        n += *c == ',';
-    return n;
-}
-
 bool plugin_placement_task(spank_t sp, unsigned local_count, unsigned local_id,
                            struct plugin_placement *out)
 {
@@ -65,9 +57,9 @@ bool plugin_placement_task(spank_t sp, unsigned local_count, unsigned local_id,
     memset(out, 0, sizeof(*out));
     if (!plugin.topo_loaded || local_id >= local_count ||
         spank_getenv(sp, "CUDA_VISIBLE_DEVICES", granted, sizeof(granted)) != ESPANK_SUCCESS ||
-        count_ids(granted) == 0)
+        accel_gpu_list_count(granted) == 0)
         return false;
-    ngranted = count_ids(granted);
+    ngranted = accel_gpu_list_count(granted);
     /* Every task sees the node's list (one GPU or more per task): plan all
      * of them and take this task's place.  Fewer GPUs than tasks means Slurm
      * bound each task to its own (--gpus-per-task, --gpu-bind): plan that
@@ -81,7 +73,8 @@ bool plugin_placement_task(spank_t sp, unsigned local_count, unsigned local_id,
     /* With ConstrainDevices Slurm writes local indices and keeps the node-wide
      * ids in SLURM_STEP_GPUS (reference/slurm.md §2.10). */
     if (spank_getenv(sp, "SLURM_STEP_GPUS", physical, sizeof(physical)) == ESPANK_SUCCESS &&
-        strcmp(physical, granted) != 0 && count_ids(physical) == count_ids(granted)) {
+        strcmp(physical, granted) != 0 &&
+        accel_gpu_list_count(physical) == accel_gpu_list_count(granted)) {
         req.local_ids = true;
         req.physical = physical;
     }

@@ -11,7 +11,7 @@
 
 #include "topo_int.h"
 
-static unsigned count_ids(const char *list)
+unsigned accel_gpu_list_count(const char *list)
 {
     unsigned n = list[0] != '\0';
     for (const char *c = list; *c; c++)
@@ -76,7 +76,7 @@ static enum accel_err gpu_order(const struct accel_topo *t, const struct accel_n
         }
         granted = all;
     }
-    ngranted = count_ids(granted);
+    ngranted = accel_gpu_list_count(granted);
     for (unsigned i = 0; i < p->nranks; i++) {
         const char *id = p->ranks[i].gpu_id;
         if (!has_id(granted, id))
@@ -93,7 +93,7 @@ static enum accel_err gpu_order(const struct accel_topo *t, const struct accel_n
         q += len + (end != NULL);
     }
     /* a permutation of what was granted, never more or less */
-    if (count_ids(out) != ngranted)
+    if (accel_gpu_list_count(out) != ngranted)
         return accel_error_set(err, ACCEL_EINVAL, "the GPU list %s repeats an id", granted);
     return ACCEL_OK;
 }

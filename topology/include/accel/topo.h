@@ -211,6 +211,10 @@ enum accel_err accel_topo_plan(const struct accel_topo *t, const struct accel_pl
 /* Releases what *p owns and zeroes it.  NULL is allowed. */
 void accel_node_plan_free(struct accel_node_plan *p);
 
+/* Number of ids in a comma-separated GPU list as a scheduler writes it
+ * ("0,2,3" is 3; "" is 0).  Only commas are counted: "NoDevFiles" is 1. */
+unsigned accel_gpu_list_count(const char *list);
+
 /* Fills core's placement from a plan of *t: every rank gets the same
  * CUDA_VISIBLE_DEVICES, the granted list `granted` (as req->gpus spelled it;
  * NULL = every GPU of *t by id) in plan order: the GPUs of local ranks 0, 1,
