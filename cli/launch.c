@@ -367,8 +367,8 @@ int cli_launch(int argc, char **argv)
     char ***envps = NULL;
     const char **cpus = NULL;
     struct accel_error err;
-    bool have_topo, have_cfg = false;
-    unsigned ngpus;
+    bool have_topo = false, have_cfg = false;
+    unsigned ngpus = 0;
     int status;
 
     l.grace_s = 10;
@@ -380,12 +380,20 @@ int cli_launch(int argc, char **argv)
     status = cli_load_site(l.site_path, l.version, &site, false, stderr);
     if (status != CLI_EXIT_OK)
         return status;
-    have_topo = load_topology(&l, &topo);
-    ngpus = gpus_here(have_topo ? &topo : NULL);
+    /* The machine is discovered only where it matters: the built-in
+     * config's choice between GPUs and CPUs, and a GPU job's placement. */
+    if (l.config == NULL) {
+        have_topo = load_topology(&l, &topo);
+        ngpus = gpus_here(have_topo ? &topo : NULL);
+    }
     status = load_config(&l, l.site_path ? &site : NULL, ngpus, &cfg);
     if (status != CLI_EXIT_OK)
         goto out;
     have_cfg = true;
+    if (l.config != NULL && !cfg.use_cpu) {
+        have_topo = load_topology(&l, &topo);
+        ngpus = gpus_here(have_topo ? &topo : NULL);
+    }
     status = settle_layout(&l, &cfg, ngpus);
     if (status != CLI_EXIT_OK)
         goto out;

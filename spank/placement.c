@@ -56,10 +56,11 @@ bool plugin_placement_task(spank_t sp, unsigned local_count, unsigned local_id,
 
     memset(out, 0, sizeof(*out));
     if (!plugin.topo_loaded || local_id >= local_count ||
-        spank_getenv(sp, "CUDA_VISIBLE_DEVICES", granted, sizeof(granted)) != ESPANK_SUCCESS ||
-        accel_gpu_list_count(granted) == 0)
+        spank_getenv(sp, "CUDA_VISIBLE_DEVICES", granted, sizeof(granted)) != ESPANK_SUCCESS)
         return false;
     ngranted = accel_gpu_list_count(granted);
+    if (ngranted == 0)
+        return false;
     /* Every task sees the node's list (one GPU or more per task): plan all
      * of them and take this task's place.  Fewer GPUs than tasks means Slurm
      * bound each task to its own (--gpus-per-task, --gpu-bind): plan that
@@ -73,8 +74,7 @@ bool plugin_placement_task(spank_t sp, unsigned local_count, unsigned local_id,
     /* With ConstrainDevices Slurm writes local indices and keeps the node-wide
      * ids in SLURM_STEP_GPUS (reference/slurm.md §2.10). */
     if (spank_getenv(sp, "SLURM_STEP_GPUS", physical, sizeof(physical)) == ESPANK_SUCCESS &&
-        strcmp(physical, granted) != 0 &&
-        accel_gpu_list_count(physical) == accel_gpu_list_count(granted)) {
+        strcmp(physical, granted) != 0 && accel_gpu_list_count(physical) == ngranted) {
         req.local_ids = true;
         req.physical = physical;
     }
