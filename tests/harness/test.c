@@ -170,7 +170,17 @@ int test_main(int argc, char **argv, const struct test_case *cases, size_t n)
         }
         fflush(stdout);
     }
-    printf("# %s: %zu passed, %d failed, %d skipped\n", argv[0], n - (size_t)failed - (size_t)skipped,
-           failed, skipped);
+    printf("# %s: %zu passed, %d failed, %d skipped\n", argv[0],
+           n - (size_t)failed - (size_t)skipped, failed, skipped);
     return failed ? 1 : 0;
+}
+
+unsigned test_mix32(unsigned x)
+{
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
 }

@@ -22,7 +22,10 @@ struct test_case {
 };
 
 #define TEST(name) static void test_##name(void)
-#define T(name) {#name, test_##name}
+#define T(name)                                                                                    \
+    {                                                                                              \
+#name, test_##name                                                                         \
+    }
 #define TEST_LIST(...)                                                                             \
     static const struct test_case test_cases[] = {__VA_ARGS__};                                    \
     int main(int argc, char **argv)                                                                \
@@ -86,6 +89,10 @@ long test_alloc_live(void);
 /* Prints every finding of a list as a TAP diagnostic line. */
 struct accel_diags;
 void test_note_diags(const struct accel_diags *d);
+
+/* A 32-bit integer hash (good avalanche), for test data that is the same in
+ * every process and every run without a random generator's state. */
+unsigned test_mix32(unsigned x);
 
 /* Path of the shared corpus folder (../shared/corpus or $ACCEL_SHARED/corpus). */
 const char *test_corpus_dir(void);

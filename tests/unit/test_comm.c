@@ -318,22 +318,12 @@ static void expect_all_ok(const struct result *res, unsigned n)
 
 /* ------------------------------------------------------------ data and references */
 
-static uint32_t mix(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352du;
-    x ^= x >> 15;
-    x *= 0x846ca68bu;
-    x ^= x >> 16;
-    return x;
-}
-
 /* Input element i of rank r: of either sign and magnitudes from 2^-8 to 2^8,
  * so that the order of the additions shows in the last bits; built from the
  * bits directly because the references generate every rank's input. */
 static float gen_f(unsigned r, size_t i, unsigned salt)
 {
-    uint32_t h = mix((uint32_t)i * 2654435761u ^ mix(r * 40503u + salt * 977u + 1u));
+    uint32_t h = test_mix32((uint32_t)i * 2654435761u ^ test_mix32(r * 40503u + salt * 977u + 1u));
     return fof((h & 0x807fffffu) | ((119u + ((h >> 23) & 15u)) << 23));
 }
 

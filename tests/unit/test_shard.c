@@ -67,20 +67,10 @@ static const struct accel_shard_unit units[] = {
 static const size_t ubase[NUNITS] = {0, 35, 40}; /* unit offsets in the test's weight vector */
 static const size_t unumel[NUNITS] = {35, 5, 16};
 
-static uint32_t mix(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352du;
-    x ^= x >> 15;
-    x *= 0x846ca68bu;
-    x ^= x >> 16;
-    return x;
-}
-
 /* A value in [-1, 1) from two integers. */
 static float rnd(uint32_t a, uint32_t b)
 {
-    return (float)(mix(a * 2654435761u ^ mix(b + 0x9e37u)) >> 8) * 0x1p-23f - 1.0f;
+    return (float)(test_mix32(a * 2654435761u ^ test_mix32(b + 0x9e37u)) >> 8) * 0x1p-23f - 1.0f;
 }
 
 static float xin(size_t sample, unsigned j)
