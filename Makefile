@@ -95,6 +95,29 @@ LIBS       := $(PLUGIN_LIBS) $(CUDA_LIBS) -pthread
 TRAINER_SRC := $(wildcard examples/gpt/*.c)
 TRAINER_OBJ := $(TRAINER_SRC:%.c=$(BUILD)/obj/%.o)
 TRAINER     := $(if $(TRAINER_SRC),$(BUILD)/bin/train_gpt)
+TRAINER_LIBS :=
+
+# CUDA kernels (*.cu: core/shard's device path, the example's GPU kernels)
+# build with nvcc where NCCL builds and nvcc is found; the C files then see
+# ACCEL_HAVE_CUDA.  CUDA_ARCH: the SASS target (90 = H100/H200), plus PTX of
+# it for newer GPUs.  Never with sanitizers' flags (nvcc's host pass gets
+# -fPIC and warnings only).
+NVCC       ?= $(CUDA_HOME)/bin/nvcc
+CUDA_ARCH  ?= 90
+HAVE_CUDA  := $(if $(HAVE_NCCL),$(wildcard $(NVCC)))
+CU_RUNTIME_SRC := $(wildcard core/shard/*.cu)
+CU_TRAINER_SRC := $(wildcard examples/gpt/*.cu)
+NVCCFLAGS  := -std=c++17 -O2 -g -lineinfo -Xcompiler -fPIC,-Wall,-Wextra \
+              -gencode arch=compute_$(CUDA_ARCH),code=[sm_$(CUDA_ARCH),compute_$(CUDA_ARCH)] \
+              $(INCLUDES) -DACCEL_HAVE_NCCL=1 -DACCEL_HAVE_CUDA=1
+ifneq ($(HAVE_CUDA),)
+RUNTIME_OBJ += $(CU_RUNTIME_SRC:%.cu=$(BUILD)/obj/%.cu.o)
+TRAINER_OBJ += $(CU_TRAINER_SRC:%.cu=$(BUILD)/obj/%.cu.o)
+TRAINER_LIBS := -lcublas
+LIBS       += -lstdc++
+$(filter $(BUILD)/obj/core/shard/% $(BUILD)/obj/examples/gpt/%,$(RUNTIME_OBJ) $(TRAINER_OBJ)): \
+    override CFLAGS += -isystem $(CUDA_HOME)/include -DACCEL_HAVE_CUDA=1
+endif
 
 CLI_SRC    := $(wildcard cli/*.c)
 CLI_OBJ    := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
@@ -127,6 +150,9 @@ SLURM_PLUGINDIR ?= /usr/lib/$(MULTIARCH)/slurm-wlm
 .SECONDARY:
 
 all: $(CLI) $(LIBA) $(LIBSO) spank $(TRAINER)
+ifeq ($(HAVE_CUDA),)
+	@echo "  SKIP    CUDA kernels (*.cu): $(if $(HAVE_NCCL),no $(NVCC),no NCCL build) (the CPU path is built)"
+endif
 ifeq ($(HAVE_NCCL),)
 	@echo "  SKIP    core/comm/nccl.c: $(if $(filter 1,$(NO_CUDA)),NO_CUDA=1,no nccl.h and cuda_runtime.h under $(CUDA_HOME)) (the socket backend is built)"
 endif
@@ -150,6 +176,11 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  NVCC    $<")
+	$(Q)$(NVCC) $(NVCCFLAGS) -MD -MP -MF $(@:.o=.d) -c $< -o $@
 
 $(LIBA): $(LIB_OBJ) $(RUNTIME_OBJ)
 	@mkdir -p $(dir $@)
@@ -180,7 +211,7 @@ $(BUILD)/tests/fuzz_%_replay: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/test
 $(BUILD)/bin/train_gpt: $(TRAINER_OBJ) $(LIBA)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(TRAINER_OBJ) $(LIBA) $(LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(TRAINER_OBJ) $(LIBA) $(TRAINER_LIBS) $(LIBS)
 
 # Multi-process programs started by a launcher (srun, accelrun launch) in
 # the Slurm lab and the CLI tests.
@@ -299,7 +330,7 @@ uninstall:
 
 format-check:
 	$(Q)clang-format --dry-run --Werror $(LIB_SRC) $(RUNTIME_SRC) $(CLI_SRC) core/include/accel/*.h \
-	    examples/gpt/*.[ch] tests/examples/gradcheck.c
+	    examples/gpt/*.[ch] tests/examples/gradcheck.c $(CU_RUNTIME_SRC) $(CU_TRAINER_SRC)
 
 clean:
 	rm -rf build build-address build-undefined build-thread

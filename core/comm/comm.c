@@ -220,6 +220,11 @@ const char *accel_comm_backend(const struct accel_comm *c)
     return c != NULL && c->ops != NULL ? c->ops->name : "?";
 }
 
+void *accel_comm_cuda_stream(const struct accel_comm *c)
+{
+    return c != NULL && c->ops != NULL && c->ops->stream != NULL ? c->ops->stream(c) : NULL;
+}
+
 enum accel_err accel_all_reduce(struct accel_comm *c, const void *send, void *recv, size_t count,
                                 enum accel_dtype t, enum accel_redop op, struct accel_error *err)
 {

@@ -29,6 +29,7 @@ struct accel_comm_ops {
     enum accel_err (*split)(struct accel_comm *c, int color, int key, struct accel_comm **out,
                             struct accel_error *err);
     void (*free)(struct accel_comm *c); /* releases c->impl (aborting when c->failed) */
+    void *(*stream)(const struct accel_comm *c); /* the cudaStream_t queued on; NULL = none */
 };
 
 struct accel_comm {

@@ -742,6 +742,12 @@ static enum accel_err open_device(const struct accel_comm *c, int want, struct n
 static enum accel_err nccl_split(struct accel_comm *c, int color, int key, struct accel_comm **out,
                                  struct accel_error *err);
 
+static void *nccl_stream(const struct accel_comm *c)
+{
+    const struct nccl_impl *im = c->impl;
+    return im != NULL ? (void *)im->stream : NULL;
+}
+
 static const struct accel_comm_ops nccl_ops = {
     .name = "nccl",
     .all_reduce = nccl_all_reduce,
@@ -752,6 +758,7 @@ static const struct accel_comm_ops nccl_ops = {
     .sync = nccl_sync,
     .split = nccl_split,
     .free = nccl_free,
+    .stream = nccl_stream,
 };
 
 enum accel_err accel_comm_nccl_init(struct accel_comm *c, const struct accel_comm_opts *opts,

@@ -97,6 +97,10 @@ unsigned accel_comm_rank(const struct accel_comm *c);
 unsigned accel_comm_size(const struct accel_comm *c);
 const char *accel_comm_backend(const struct accel_comm *c); /* "socket" or "nccl" */
 bool accel_comm_has_nccl(void);
+/* nccl: the cudaStream_t (as void *) the communicator queues its operations
+ * on; a caller's kernels queued on it are ordered with the collectives
+ * without a sync.  socket: NULL. */
+void *accel_comm_cuda_stream(const struct accel_comm *c);
 
 /* recv[i] = op over ranks of send[i], for i < count. */
 enum accel_err accel_all_reduce(struct accel_comm *c, const void *send, void *recv, size_t count,
