@@ -15,6 +15,8 @@
  * calls are the store client's, bounded by its own timeout; if the store is
  * gone too, the rank reports what it saw itself.
  */
+#include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +66,74 @@ enum accel_err comm__sock_fail(struct accel_comm *c, struct accel_error *err, co
     return accel_error_set(err, code, "rank %u of %u: %s: %s", c->rank, c->size, what, text);
 }
 
+#define HDR_MAGIC 0x41435231u /* "ACR1" */
+
+void comm__sock_hdr(struct accel_comm *c, struct sock_hdr *h, unsigned kind, enum accel_dtype t,
+                    unsigned op, unsigned root, uint64_t count)
+{
+    struct sock *s = c->impl;
+
+    memset(h, 0, sizeof(*h));
+    h->magic = HDR_MAGIC;
+    h->seq = s->seq++;
+    h->kind = kind;
+    h->dtype = (uint32_t)t;
+    h->op = op;
+    h->root = root;
+    h->count = count;
+}
+
+static const char *kind_name(uint32_t kind)
+{
+    static const char *const names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
+                                        "barrier"};
+    return kind < sizeof(names) / sizeof(names[0]) ? names[kind] : "?";
+}
+
+/* The stream cannot be trusted past this header. */
+enum accel_err comm__sock_mismatch(struct accel_comm *c, struct accel_error *err, const char *what,
+                                   unsigned peer, const struct sock_hdr *in,
+                                   const struct sock_hdr *mine)
+{
+    return comm__sock_fail(c, err, what, ACCEL_EINVAL,
+                           "ranks called different operations: rank %u called #%u %s(%s, count "
+                           "%llu, root %u), rank %u called #%u %s(%s, count %llu, root %u)",
+                           peer, in->seq, kind_name(in->kind),
+                           accel_dtype_name((enum accel_dtype)in->dtype),
+                           (unsigned long long)in->count, in->root, c->rank, mine->seq,
+                           kind_name(mine->kind), accel_dtype_name((enum accel_dtype)mine->dtype),
+                           (unsigned long long)mine->count, mine->root);
+}
+
+enum accel_err comm__sock_peer_error(struct accel_comm *c, struct accel_error *err,
+                                     const char *what, unsigned peer, const char *addr, int e)
+{
+    if (e == 0 || e == ECONNRESET || e == EPIPE)
+        return comm__sock_fail(c, err, what, ACCEL_EPEER, "rank %u (%s) closed its connection",
+                               peer, addr);
+    return comm__sock_fail(c, err, what, ACCEL_EPEER, "the connection with rank %u (%s) failed: %s",
+                           peer, addr, strerror(e));
+}
+
+/* Retry for a few microseconds, yielding the CPU, before sleeping in poll():
+ * the neighbour's data is usually a moment away, and waking a sleeping
+ * process costs more than that (most on a virtual machine).  Bounded by
+ * s->spin_s, not a wait. */
+bool comm__sock_spin(const struct sock *s, double *idle_since)
+{
+    double t;
+
+    if (s->spin_s <= 0)
+        return false;
+    t = accel_now();
+    if (*idle_since == 0)
+        *idle_since = t;
+    if (t - *idle_since >= s->spin_s)
+        return false;
+    sched_yield();
+    return true;
+}
+
 static enum accel_err sock_sync(struct accel_comm *c, struct accel_error *err)
 {
     (void)c;
@@ -87,6 +157,7 @@ static void sock_free(struct accel_comm *c)
     accel_free(s->scratch);
     accel_free(s->stage_in);
     accel_free(s->stage_out);
+    accel_free(s->acc);
     accel_free(s);
     c->impl = NULL;
 }
@@ -130,6 +201,8 @@ enum accel_err accel_comm_socket_init(struct accel_comm *c, const struct accel_c
         return accel_error_set(err, ACCEL_ENOMEM, "rank %u of %u: init: out of memory", c->rank,
                                c->size);
     s->next_fd = s->prev_fd = -1;
+    for (unsigned d = 0; d < SOCK_MAX_DIMS; d++)
+        s->cube_fd[d] = -1;
     s->chunk_bytes = chunk & ~(size_t)7; /* whole fp32 and 16-bit elements */
     s->nonce = opts != NULL ? opts->nonce : 0;
     {
@@ -138,6 +211,16 @@ enum accel_err accel_comm_socket_init(struct accel_comm *c, const struct accel_c
         if (!(s->spin_s >= 0) || s->spin_s > 1.0)
             s->spin_s = 0;
     }
+    {
+        const char *env = getenv("ACCELRUN_SOCKET_CUBE_MAX");
+        s->cube_max =
+            env != NULL && env[0] != '\0' ? strtoull(env, NULL, 10) : SOCK_DEFAULT_CUBE_MAX;
+    }
+    /* the hypercube where the size is a power of two, 4 or more */
+    if (s->cube_max > 0 && c->size >= 4 && c->size <= (1u << SOCK_MAX_DIMS) &&
+        (c->size & (c->size - 1)) == 0)
+        while ((1u << s->dims) < c->size)
+            s->dims++;
     snprintf(s->ifaddr, sizeof(s->ifaddr), "%s", ifaddr);
     c->ops = &sock_ops;
     c->impl = s;

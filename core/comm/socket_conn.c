@@ -1,17 +1,20 @@
 /*
- * socket_conn.c: sets up the ring of the socket backend.
+ * socket_conn.c: sets up the connections of the socket backend.
  *
  * Each rank listens on an ephemeral TCP port of one address (opts->ifaddr,
  * else the local address the kernel would use to reach MASTER_ADDR, else the
  * loopback), publishes "host:port" under the communicator's prefix in the
- * store, reads its neighbours' addresses, connects to the next rank and
- * accepts the previous one.  The connecting side opens with a hello (job
- * nonce, communicator, ranks, size); the accepting side answers with a
- * verdict and keeps only the previous rank: a stranger (another job, another
+ * store and reads its peers' addresses.  Its links: channel 0, the ring
+ * (it connects to the next rank and accepts the previous one), and where the
+ * hypercube is used (s->dims > 0), channel 1 + d for each dimension d, one
+ * connection with rank ^ (1 << d) that the lower of the two ranks opens.
+ * The connecting side opens with a hello (job nonce, communicator, channel,
+ * ranks, size, hypercube limit); the accepting side answers with a verdict
+ * and keeps only the links it expects: a stranger (another job, another
  * communicator, a wrong rank) is refused and the wait goes on.  Every rank
- * sends its hello before it waits for anything, so the ring cannot deadlock
- * on its own set-up, and every wait is a poll() bounded by the deadline.
- * This file does not move collective data (socket_ring.c does).
+ * sends its hellos before it waits for anything, so the set-up cannot
+ * deadlock, and every wait is a poll() bounded by the deadline.  This file
+ * does not move collective data (socket_ring.c and socket_cube.c do).
  */
 #define _GNU_SOURCE /* accept4, POLLRDHUP */
 #include <errno.h>
@@ -34,17 +37,19 @@
 
 #define HELLO_MAGIC 0x41435248u /* "ACRH" */
 #define REPLY_MAGIC 0x4143524bu /* "ACRK" */
-#define HELLO_VERSION 1u
-#define MAX_PENDING 16   /* strangers read at once while waiting for the previous rank */
+#define HELLO_VERSION 2u
+#define MAX_PENDING 32 /* connections whose hello is read at once */
+#define MAX_LINKS (1 + SOCK_MAX_DIMS)
 #define SOCK_BUF_BYTES 0 /* 0: leave the sizes to the kernel's autotuning */
 
 struct hello {
     uint32_t magic, version;
     uint64_t nonce, comm;
-    uint32_t from, to, size, pad;
+    uint32_t from, to, size, channel; /* 0 the ring, 1 + d the cube's dimension d */
+    uint64_t cube_max;
 };
 
-enum verdict { V_OK, V_NONCE, V_COMM, V_RANK, V_PROTO };
+enum verdict { V_OK, V_NONCE, V_COMM, V_RANK, V_PROTO, V_CUBE };
 
 struct reply {
     uint32_t magic, verdict;
@@ -67,28 +72,40 @@ void comm__sock_close(struct sock *s)
     if (s->prev_fd >= 0)
         close(s->prev_fd);
     s->next_fd = s->prev_fd = -1;
+    for (unsigned d = 0; d < s->dims; d++) {
+        if (s->cube_fd[d] >= 0)
+            close(s->cube_fd[d]);
+        s->cube_fd[d] = -1;
+    }
 }
 
 void comm__sock_close_graceful(struct sock *s, double grace_s)
 {
     double deadline = accel_now() + grace_s;
-    int *fds[2] = {&s->next_fd, &s->prev_fd};
+    int *fds[2 + SOCK_MAX_DIMS];
+    unsigned nfds = 0, open_fds = 0;
     char trash[4096];
 
-    /* FIN after the last byte this rank sent; then read what the
-     * neighbours still send until they close as well (or the grace ends).
-     * A plain close() with unread bytes in the receive buffer sends a reset,
-     * and a reset can destroy data a slower neighbour has not read yet: it
-     * would see ACCEL_EPEER at the end of a job that went well. */
-    for (int i = 0; i < 2; i++)
-        if (*fds[i] >= 0)
+    fds[nfds++] = &s->next_fd;
+    fds[nfds++] = &s->prev_fd;
+    for (unsigned d = 0; d < s->dims; d++)
+        fds[nfds++] = &s->cube_fd[d];
+    /* FIN after the last byte this rank sent; then read what the peers
+     * still send until they close as well (or the grace ends).  A plain
+     * close() with unread bytes in the receive buffer sends a reset, and a
+     * reset can destroy data a slower peer has not read yet: it would see
+     * ACCEL_EPEER at the end of a job that went well. */
+    for (unsigned i = 0; i < nfds; i++)
+        if (*fds[i] >= 0) {
             (void)shutdown(*fds[i], SHUT_WR);
-    while (*fds[0] >= 0 || *fds[1] >= 0) {
-        struct pollfd p[2];
+            open_fds++;
+        }
+    while (open_fds > 0) {
+        struct pollfd p[2 + SOCK_MAX_DIMS];
+        unsigned which[2 + SOCK_MAX_DIMS];
         nfds_t n = 0;
-        int which[2];
 
-        for (int i = 0; i < 2; i++) {
+        for (unsigned i = 0; i < nfds; i++) {
             if (*fds[i] < 0)
                 continue;
             p[n].fd = *fds[i];
@@ -105,6 +122,7 @@ void comm__sock_close_graceful(struct sock *s, double grace_s)
             if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN)) {
                 close(*fds[which[k]]);
                 *fds[which[k]] = -1;
+                open_fds--;
             }
         }
     }
@@ -303,10 +321,21 @@ static enum accel_err start_connect(struct accel_comm *c, const char *addr, int 
     return ACCEL_OK;
 }
 
+/* A connection accepted, its hello being read. */
 struct pending {
     int fd;
     size_t got;
     struct hello h;
+};
+
+/* A connection this rank opens: hello out, verdict in. */
+struct link {
+    unsigned peer, channel;
+    const char *addr;
+    int fd;
+    bool hello_sent, answered; /* answered: the verdict is in (ok or not) */
+    size_t reply_got;
+    struct reply rep;
 };
 
 static const char *verdict_text(uint32_t v)
@@ -318,90 +347,254 @@ static const char *verdict_text(uint32_t v)
         return "it belongs to another communicator";
     case V_RANK:
         return "wrong rank or size";
+    case V_CUBE:
+        return "ACCELRUN_SOCKET_CUBE_MAX differs between the ranks";
     default:
         return "bad hello";
     }
 }
 
-/* Checks a stranger's hello; returns the verdict. */
-static enum verdict judge(const struct accel_comm *c, const struct sock *s, const struct hello *h)
+/* The partner of dimension d. */
+static unsigned partner(const struct accel_comm *c, unsigned d)
 {
+    return c->rank ^ (1u << d);
+}
+
+/* Where an accepted link of `channel` from rank `from` goes; NULL when this
+ * rank expects no such link. */
+static int *slot_of(const struct accel_comm *c, struct sock *s, uint32_t channel, uint32_t from)
+{
+    if (channel == 0)
+        return from == s->prev ? &s->prev_fd : NULL;
+    if (channel - 1 < s->dims && from == partner(c, channel - 1) && from < c->rank)
+        return &s->cube_fd[channel - 1];
+    return NULL;
+}
+
+/* Checks a stranger's hello; returns the verdict. */
+static enum verdict judge(const struct accel_comm *c, struct sock *s, const struct hello *h)
+{
+    int *slot;
+
     if (h->magic != HELLO_MAGIC || h->version != HELLO_VERSION)
         return V_PROTO;
     if (h->nonce != s->nonce)
         return V_NONCE;
     if (h->comm != comm_id(c->prefix))
         return V_COMM;
-    if (h->from != s->prev || h->to != c->rank || h->size != c->size)
+    if (h->to != c->rank || h->size != c->size)
+        return V_RANK;
+    if (h->cube_max != s->cube_max)
+        return V_CUBE;
+    slot = slot_of(c, s, h->channel, h->from);
+    if (slot == NULL || *slot >= 0)
         return V_RANK;
     return V_OK;
+}
+
+/* Reads the addresses of every peer this rank links with. */
+static enum accel_err read_addrs(struct accel_comm *c, struct sock *s, struct accel_error *err)
+{
+    enum accel_err rc = peer_addr(c, s->next, s->next_addr, sizeof(s->next_addr), err);
+
+    if (rc == ACCEL_OK)
+        rc = peer_addr(c, s->prev, s->prev_addr, sizeof(s->prev_addr), err);
+    for (unsigned d = 0; rc == ACCEL_OK && d < s->dims; d++)
+        rc = peer_addr(c, partner(c, d), s->cube_addr[d], sizeof(s->cube_addr[d]), err);
+    return rc;
+}
+
+/* The links this rank opens: the ring's to the next rank, then one per
+ * dimension where this rank is the lower one. */
+static size_t plan_links(const struct accel_comm *c, struct sock *s, struct link *out)
+{
+    size_t n = 0;
+
+    out[n++] = (struct link){.peer = s->next, .channel = 0, .addr = s->next_addr, .fd = -1};
+    for (unsigned d = 0; d < s->dims; d++)
+        if (c->rank < partner(c, d))
+            out[n++] = (struct link){
+                .peer = partner(c, d), .channel = 1 + d, .addr = s->cube_addr[d], .fd = -1};
+    return n;
+}
+
+/* The first expected link that has not come in, as its fd slot; with
+ * `unjudged_only`, only those whose rank has sent no hello at all. */
+static int *missing_in(const struct accel_comm *c, struct sock *s, const bool *judged,
+                       bool unjudged_only, unsigned *peer, const char **addr)
+{
+    if (s->prev_fd < 0 && !(unjudged_only && judged[0])) {
+        *peer = s->prev;
+        *addr = s->prev_addr;
+        return &s->prev_fd;
+    }
+    for (unsigned d = 0; d < s->dims; d++)
+        if (partner(c, d) < c->rank && s->cube_fd[d] < 0 && !(unjudged_only && judged[1 + d])) {
+            *peer = partner(c, d);
+            *addr = s->cube_addr[d];
+            return &s->cube_fd[d];
+        }
+    return NULL;
+}
+
+/* Our side of link l after poll: the hello out, then the verdict in.
+ * Returns ACCEL_OK, or an error (with *refused set for a verdict). */
+static enum accel_err link_step(struct accel_comm *c, struct sock *s, struct link *l, short revents,
+                                double deadline, bool *refused, struct accel_error *err)
+{
+    if (!l->hello_sent && (revents & (POLLOUT | POLLERR | POLLHUP))) {
+        struct hello mine;
+        int e = 0;
+        socklen_t el = sizeof(e);
+
+        memset(&mine, 0, sizeof(mine));
+        mine.magic = HELLO_MAGIC;
+        mine.version = HELLO_VERSION;
+        mine.nonce = s->nonce;
+        mine.comm = comm_id(c->prefix);
+        mine.from = c->rank;
+        mine.to = l->peer;
+        mine.size = c->size;
+        mine.channel = l->channel;
+        mine.cube_max = s->cube_max;
+        (void)getsockopt(l->fd, SOL_SOCKET, SO_ERROR, &e, &el);
+        if (e != 0 || accel_send_all(l->fd, &mine, sizeof(mine), deadline) != 0) {
+            if (e != 0)
+                errno = e;
+            return accel_error_sys(err, ACCEL_EPEER,
+                                   "rank %u of %u: init: couldn't reach rank %u at %s", c->rank,
+                                   c->size, l->peer, l->addr);
+        }
+        l->hello_sent = true;
+    } else if (l->hello_sent && (revents & (POLLIN | POLLERR | POLLHUP))) {
+        ssize_t n = recv(l->fd, (char *)&l->rep + l->reply_got, sizeof(l->rep) - l->reply_got, 0);
+        if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR))) {
+            if (n == 0)
+                errno = ECONNRESET;
+            return accel_error_sys(err, ACCEL_EPEER,
+                                   "rank %u of %u: init: rank %u (%s) closed the connection",
+                                   c->rank, c->size, l->peer, l->addr);
+        }
+        if (n > 0 && (l->reply_got += (size_t)n) == sizeof(l->rep)) {
+            l->answered = true;
+            if (l->rep.magic != REPLY_MAGIC || l->rep.verdict != V_OK) {
+                *refused = true;
+                return accel_error_set(
+                    err, l->rep.verdict == V_NONCE ? ACCEL_ENONCE : ACCEL_EPEER,
+                    "rank %u of %u: init: refused by rank %u (%s): %s (our nonce %016llx)", c->rank,
+                    c->size, l->peer, l->addr, verdict_text(l->rep.verdict),
+                    (unsigned long long)s->nonce);
+            }
+        }
+    }
+    return ACCEL_OK;
+}
+
+/* An accepted connection's hello, once whole: judged, answered, and kept in
+ * its slot or closed.  Returns false while it is still incomplete. */
+static void pending_step(struct accel_comm *c, struct sock *s, struct pending *q, bool *judged,
+                         unsigned *refused, double deadline)
+{
+    enum verdict v;
+    struct reply r;
+    ssize_t n;
+
+    n = recv(q->fd, (char *)&q->h + q->got, sizeof(q->h) - q->got, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0) {
+        close(q->fd);
+        q->fd = -1;
+        return;
+    }
+    if ((q->got += (size_t)n) < sizeof(q->h))
+        return;
+    v = judge(c, s, &q->h);
+    if (q->h.channel < MAX_LINKS && slot_of(c, s, q->h.channel, q->h.from) != NULL)
+        judged[q->h.channel] = true;
+    r.magic = REPLY_MAGIC;
+    r.verdict = v;
+    if (accel_send_all(q->fd, &r, sizeof(r), deadline) == 0 && v == V_OK) {
+        *slot_of(c, s, q->h.channel, q->h.from) = q->fd;
+        tune(q->fd);
+    } else {
+        (*refused)++;
+        accel_log(ACCEL_LOG_WARN, "rank %u of %u: init: refused a connection claiming rank %u: %s",
+                  c->rank, c->size, q->h.from, verdict_text(v));
+        close(q->fd);
+    }
+    q->fd = -1;
 }
 
 enum accel_err comm__sock_connect(struct accel_comm *c, struct sock *s, struct accel_error *err)
 {
     double deadline = accel_now() + c->timeout_s;
     struct pending pend[MAX_PENDING];
-    size_t npend = 0, reply_got = 0;
-    struct hello mine;
-    struct reply rep;
+    struct link out[MAX_LINKS];
+    bool judged[MAX_LINKS] = {false};
+    size_t npend = 0, nout;
     char key[160];
-    int lfd = -1, nfd = -1;
-    bool next_ok = false, hello_sent = false, prev_judged = false;
+    int lfd = -1;
     enum accel_err refused_rc = ACCEL_OK;
     unsigned refused = 0;
     enum accel_err rc;
 
     s->next = (c->rank + 1) % c->size;
     s->prev = (c->rank + c->size - 1) % c->size;
+    nout = plan_links(c, s, out);
     rc = listen_on(c, s, &lfd, err);
     if (rc != ACCEL_OK)
         return rc;
     snprintf(key, sizeof(key), "%ssock/%u", c->prefix, c->rank);
     rc = accel_store_set(c->store, key, s->addr, strlen(s->addr), err);
-    if (rc != ACCEL_OK)
-        goto out;
-    rc = peer_addr(c, s->next, s->next_addr, sizeof(s->next_addr), err);
     if (rc == ACCEL_OK)
-        rc = peer_addr(c, s->prev, s->prev_addr, sizeof(s->prev_addr), err);
+        rc = read_addrs(c, s, err);
+    for (size_t i = 0; rc == ACCEL_OK && i < nout; i++)
+        rc = start_connect(c, out[i].addr, &out[i].fd, err);
     if (rc != ACCEL_OK)
         goto out;
-    rc = start_connect(c, s->next_addr, &nfd, err);
-    if (rc != ACCEL_OK)
-        goto out;
-    memset(&mine, 0, sizeof(mine));
-    mine.magic = HELLO_MAGIC;
-    mine.version = HELLO_VERSION;
-    mine.nonce = s->nonce;
-    mine.comm = comm_id(c->prefix);
-    mine.from = c->rank;
-    mine.to = s->next;
-    mine.size = c->size;
 
-    /* Until the next rank has answered and the previous one is in.  A rank
-     * that the next one refused still answers its previous rank's hello
-     * before it gives up, so that both sides of a mismatch learn why. */
-    while (!((next_ok || refused_rc != ACCEL_OK) &&
-             (s->prev_fd >= 0 || (refused_rc != ACCEL_OK && prev_judged)))) {
-        struct pollfd pfd[MAX_PENDING + 2];
-        size_t np = 0, npolled = npend;
-        int ms = accel_ms_left(deadline);
+    /* Until every link this rank opens is answered and every link it expects
+     * is in.  A rank that was refused still answers the hellos of the ranks
+     * that link to it before it gives up, so that both sides of a mismatch
+     * learn why. */
+    for (;;) {
+        struct pollfd pfd[MAX_LINKS + 1 + MAX_PENDING];
+        size_t np = 0, npolled = npend, open_out = 0;
+        unsigned who = 0;
+        const char *addr = "";
+        int ms;
 
+        for (size_t i = 0; i < nout; i++)
+            open_out += !out[i].answered;
+        if (open_out == 0 && missing_in(c, s, judged, refused_rc != ACCEL_OK, &who, &addr) == NULL)
+            break;
+        ms = accel_ms_left(deadline);
         if (ms == 0) {
-            if (s->prev_fd < 0)
-                rc =
-                    accel_error_set(err, ACCEL_ETIMEDOUT,
-                                    "rank %u of %u: init: rank %u (%s) did not connect within "
-                                    "%g s (%u strangers refused)",
-                                    c->rank, c->size, s->prev, s->prev_addr, c->timeout_s, refused);
-            else
+            if (missing_in(c, s, judged, false, &who, &addr) != NULL) {
+                rc = accel_error_set(err, ACCEL_ETIMEDOUT,
+                                     "rank %u of %u: init: rank %u (%s) did not connect within "
+                                     "%g s (%u strangers refused)",
+                                     c->rank, c->size, who, addr, c->timeout_s, refused);
+            } else {
+                for (size_t i = 0; i < nout; i++)
+                    if (!out[i].answered) {
+                        who = out[i].peer;
+                        addr = out[i].addr;
+                        break;
+                    }
                 rc = accel_error_set(err, ACCEL_ETIMEDOUT,
                                      "rank %u of %u: init: rank %u (%s) did not answer within %g s",
-                                     c->rank, c->size, s->next, s->next_addr, c->timeout_s);
+                                     c->rank, c->size, who, addr, c->timeout_s);
+            }
             goto out;
         }
-        pfd[np++] = (struct pollfd){next_ok || refused_rc != ACCEL_OK ? -1 : nfd,
-                                    (short)(hello_sent ? POLLIN : POLLOUT), 0};
-        pfd[np++] = (struct pollfd){s->prev_fd < 0 && npend < MAX_PENDING ? lfd : -1, POLLIN, 0};
+        for (size_t i = 0; i < nout; i++)
+            pfd[np++] = (struct pollfd){out[i].answered ? -1 : out[i].fd,
+                                        (short)(out[i].hello_sent ? POLLIN : POLLOUT), 0};
+        pfd[np++] = (struct pollfd){
+            missing_in(c, s, judged, false, &who, &addr) != NULL && npend < MAX_PENDING ? lfd : -1,
+            POLLIN, 0};
         for (size_t i = 0; i < npend; i++)
             pfd[np++] = (struct pollfd){pend[i].fd, POLLIN, 0};
         if (poll(pfd, np, ms) < 0) {
@@ -410,79 +603,32 @@ enum accel_err comm__sock_connect(struct accel_comm *c, struct sock *s, struct a
             rc = accel_error_sys(err, ACCEL_EIO, "rank %u of %u: init: poll", c->rank, c->size);
             goto out;
         }
-        /* our connection to the next rank: hello out, verdict in */
-        if (!hello_sent && (pfd[0].revents & (POLLOUT | POLLERR | POLLHUP))) {
-            int e = 0;
-            socklen_t el = sizeof(e);
-            (void)getsockopt(nfd, SOL_SOCKET, SO_ERROR, &e, &el);
-            if (e != 0 || accel_send_all(nfd, &mine, sizeof(mine), deadline) != 0) {
-                if (e != 0)
-                    errno = e;
-                rc = accel_error_sys(err, ACCEL_EPEER,
-                                     "rank %u of %u: init: couldn't reach rank %u at %s", c->rank,
-                                     c->size, s->next, s->next_addr);
+        /* our links: hello out, verdict in */
+        for (size_t i = 0; i < nout; i++) {
+            bool was_refused = false;
+            struct accel_error lerr;
+
+            if (out[i].answered || pfd[i].revents == 0)
+                continue;
+            rc = link_step(c, s, &out[i], pfd[i].revents, deadline, &was_refused, &lerr);
+            if (rc != ACCEL_OK && !was_refused) {
+                if (err != NULL)
+                    *err = lerr;
                 goto out;
             }
-            hello_sent = true;
-        } else if (hello_sent && !next_ok && (pfd[0].revents & (POLLIN | POLLERR | POLLHUP))) {
-            ssize_t n = recv(nfd, (char *)&rep + reply_got, sizeof(rep) - reply_got, 0);
-            if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR))) {
-                if (n == 0)
-                    errno = ECONNRESET;
-                rc = accel_error_sys(err, ACCEL_EPEER,
-                                     "rank %u of %u: init: rank %u (%s) closed the connection",
-                                     c->rank, c->size, s->next, s->next_addr);
-                goto out;
+            if (was_refused && refused_rc == ACCEL_OK) {
+                refused_rc = rc;
+                if (err != NULL)
+                    *err = lerr;
             }
-            if (n > 0 && (reply_got += (size_t)n) == sizeof(rep)) {
-                if (rep.magic != REPLY_MAGIC || rep.verdict != V_OK)
-                    refused_rc = accel_error_set(
-                        err, rep.verdict == V_NONCE ? ACCEL_ENONCE : ACCEL_EPEER,
-                        "rank %u of %u: init: refused by rank %u (%s): %s (our nonce %016llx)",
-                        c->rank, c->size, s->next, s->next_addr, verdict_text(rep.verdict),
-                        (unsigned long long)s->nonce);
-                else
-                    next_ok = true;
-            }
+            rc = ACCEL_OK;
         }
         /* the hellos of the connections polled */
-        for (size_t i = 0; i < npolled; i++) {
-            struct pending *q = &pend[i];
-            enum verdict v;
-            struct reply r;
-            ssize_t n;
-
-            if (!(pfd[2 + i].revents & (POLLIN | POLLERR | POLLHUP)) || q->fd < 0)
-                continue;
-            n = recv(q->fd, (char *)&q->h + q->got, sizeof(q->h) - q->got, 0);
-            if (n < 0 && (errno == EAGAIN || errno == EINTR))
-                continue;
-            if (n <= 0) {
-                close(q->fd);
-                q->fd = -1;
-                continue;
-            }
-            if ((q->got += (size_t)n) < sizeof(q->h))
-                continue;
-            v = s->prev_fd >= 0 ? V_RANK : judge(c, s, &q->h);
-            if (q->h.from == s->prev)
-                prev_judged = true;
-            r.magic = REPLY_MAGIC;
-            r.verdict = v;
-            if (accel_send_all(q->fd, &r, sizeof(r), deadline) == 0 && v == V_OK) {
-                s->prev_fd = q->fd;
-                tune(q->fd);
-            } else {
-                refused++;
-                accel_log(ACCEL_LOG_WARN,
-                          "rank %u of %u: init: refused a connection claiming rank %u: %s", c->rank,
-                          c->size, q->h.from, verdict_text(v));
-                close(q->fd);
-            }
-            q->fd = -1;
-        }
+        for (size_t i = 0; i < npolled; i++)
+            if (pend[i].fd >= 0 && (pfd[nout + 1 + i].revents & (POLLIN | POLLERR | POLLHUP)))
+                pending_step(c, s, &pend[i], judged, &refused, deadline);
         /* a new connection: its hello is read from the next round on */
-        if (pfd[1].revents & POLLIN) {
+        if (pfd[nout].revents & POLLIN) {
             int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
             if (fd >= 0)
                 pend[npend++] = (struct pending){fd, 0, {0}};
@@ -500,14 +646,20 @@ enum accel_err comm__sock_connect(struct accel_comm *c, struct sock *s, struct a
         rc = refused_rc;
         goto out;
     }
-    s->next_fd = nfd;
-    nfd = -1;
+    /* the links opened here take their places */
+    s->next_fd = out[0].fd;
+    out[0].fd = -1;
+    for (size_t i = 1; i < nout; i++) {
+        s->cube_fd[out[i].channel - 1] = out[i].fd;
+        out[i].fd = -1;
+    }
     rc = ACCEL_OK;
 out:
     for (size_t i = 0; i < npend; i++)
         close(pend[i].fd);
-    if (nfd >= 0)
-        close(nfd);
+    for (size_t i = 0; i < nout; i++)
+        if (out[i].fd >= 0)
+            close(out[i].fd);
     if (lfd >= 0)
         close(lfd);
     if (rc != ACCEL_OK)

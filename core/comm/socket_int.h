@@ -16,6 +16,7 @@
 #ifndef ACCEL_COMM_SOCKET_INT_H
 #define ACCEL_COMM_SOCKET_INT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,11 @@
 #define SOCK_ROUND_CHUNKS 4u      /* chunks of a block in flight per step */
 #define SOCK_MIN_PIPE (64u << 10) /* smallest piece a mid-size block is cut into */
 #define SOCK_SPIN_US 20           /* default retry before poll() sleeps */
+/* The hypercube (socket_cube.c): power-of-two communicators of 4 ranks or
+ * more run all_reduce and all_gather of up to cube_max bytes (fp32 bytes for
+ * all_reduce) over log2(size) direct connections, one per dimension. */
+#define SOCK_MAX_DIMS 16                  /* up to 65536 ranks */
+#define SOCK_DEFAULT_CUBE_MAX (16u << 20) /* ACCELRUN_SOCKET_CUBE_MAX */
 
 struct sock {
     int next_fd, prev_fd;     /* -1 once closed */
@@ -40,10 +46,56 @@ struct sock {
     char ifaddr[SOCK_ADDR_MAX]; /* opts->ifaddr, kept for the communicators of a split */
     uint32_t seq;               /* operations run so far; in every operation's header */
     double spin_s;              /* retry this long before sleeping in poll() */
+    /* the hypercube: dims = log2(size) where it is used, else 0; cube_fd[d]
+     * connects to rank ^ (1 << d) both ways (-1 once closed) */
+    unsigned dims;
+    uint64_t cube_max; /* bytes; 0 = the ring only; the same on every rank */
+    int cube_fd[SOCK_MAX_DIMS];
+    char cube_addr[SOCK_MAX_DIMS][SOCK_ADDR_MAX];
     /* working memory, grown on demand, kept between operations */
     void *scratch;              /* 2 x SOCK_ROUND_CHUNKS chunks of fp32 partial sums */
     void *stage_in, *stage_out; /* one chunk each */
+    float *acc;                 /* cube: fp32 partial sums of a 16-bit all_reduce */
+    size_t acc_len;             /* elements allocated */
 };
+
+/* What every rank of an operation must agree on; sent first on each
+ * connection an operation uses and compared byte for byte. */
+struct sock_hdr {
+    uint32_t magic, seq, kind, dtype, op, root;
+    uint64_t count;
+};
+/* kinds in a header */
+enum {
+    SOCK_K_ALL_REDUCE,
+    SOCK_K_REDUCE_SCATTER,
+    SOCK_K_ALL_GATHER,
+    SOCK_K_BROADCAST,
+    SOCK_K_BARRIER
+};
+
+/* Fills h for this rank's next operation (and counts it). */
+void comm__sock_hdr(struct accel_comm *c, struct sock_hdr *h, unsigned kind, enum accel_dtype t,
+                    unsigned op, unsigned root, uint64_t count);
+/* Ranks that called different operations: `in` came from rank `peer`.
+ * Fails the communicator (comm__sock_fail) with both calls named. */
+enum accel_err comm__sock_mismatch(struct accel_comm *c, struct accel_error *err, const char *what,
+                                   unsigned peer, const struct sock_hdr *in,
+                                   const struct sock_hdr *mine);
+/* The connection with rank `peer` (`addr`) failed with errno e (0: closed). */
+enum accel_err comm__sock_peer_error(struct accel_comm *c, struct accel_error *err,
+                                     const char *what, unsigned peer, const char *addr, int e);
+/* Nothing moved since *idle_since (0 = just now): true while the caller
+ * should retry at once (yielding the CPU) rather than sleep in poll(). */
+bool comm__sock_spin(const struct sock *s, double *idle_since);
+
+/* Block b of `count` elements cut in n blocks, the first count % n of them one
+ * element longer: its first element (b = n gives count). */
+static inline size_t comm__block_off(size_t count, unsigned n, unsigned b)
+{
+    size_t q = count / n, rem = count % n;
+    return b * q + (b < rem ? b : rem);
+}
 
 /* socket_conn.c: listens, publishes this rank's address under c->prefix,
  * connects to the next rank and accepts the previous one, each checked with
@@ -56,6 +108,15 @@ void comm__sock_close(struct sock *s);
 /* The end of a communicator that did not fail: shutdown, drain until the
  * neighbours close too or `grace_s` passes, close. */
 void comm__sock_close_graceful(struct sock *s, double grace_s);
+
+/* socket_cube.c: all_reduce and all_gather over the hypercube, for a
+ * communicator with s->dims > 0 (the callers check comm__sock_use_cube). */
+bool comm__sock_use_cube(const struct accel_comm *c, uint64_t bytes);
+enum accel_err comm__sock_cube_all_reduce(struct accel_comm *c, const void *send, void *recv,
+                                          size_t count, enum accel_dtype t, enum accel_redop op,
+                                          struct accel_error *err);
+enum accel_err comm__sock_cube_all_gather(struct accel_comm *c, void *recv, size_t sendcount,
+                                          enum accel_dtype t, struct accel_error *err);
 
 /* socket_ring.c: the collectives.  Each returns through comm__sock_fail on
  * a transport failure. */

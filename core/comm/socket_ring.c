@@ -35,7 +35,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
-#include <sched.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -44,7 +43,12 @@
 #include "dtype_int.h"
 #include "socket_int.h"
 
-enum ring_kind { RING_ALL_REDUCE, RING_REDUCE_SCATTER, RING_ALL_GATHER, RING_BROADCAST };
+enum ring_kind {
+    RING_ALL_REDUCE = SOCK_K_ALL_REDUCE,
+    RING_REDUCE_SCATTER = SOCK_K_REDUCE_SCATTER,
+    RING_ALL_GATHER = SOCK_K_ALL_GATHER,
+    RING_BROADCAST = SOCK_K_BROADCAST
+};
 
 struct plan {
     enum ring_kind kind;
@@ -80,13 +84,6 @@ struct unit {
     size_t nel;
 };
 
-/* What every rank of an operation must agree on; compared byte for byte. */
-struct op_hdr {
-    uint32_t magic, seq, kind, dtype, op, root;
-    uint64_t count;
-};
-#define OP_MAGIC 0x41435231u /* "ACR1" */
-
 static unsigned mod(long long v, unsigned n)
 {
     long long m = v % (long long)n;
@@ -102,10 +99,8 @@ static size_t block_len(const struct plan *p, unsigned b)
 
 static size_t block_off(const struct plan *p, unsigned b)
 {
-    if (p->kind == RING_ALL_REDUCE) {
-        size_t q = p->count / p->n, rem = p->count % p->n;
-        return b * q + (b < rem ? b : rem);
-    }
+    if (p->kind == RING_ALL_REDUCE)
+        return comm__block_off(p->count, p->n, b);
     return b * p->count;
 }
 
@@ -228,38 +223,9 @@ static enum accel_err peer_error(struct accel_comm *c, struct accel_error *err,
                                  const struct plan *p, bool next, int e)
 {
     struct sock *s = c->impl;
-    unsigned who = next ? s->next : s->prev;
-    const char *addr = next ? s->next_addr : s->prev_addr;
 
-    if (e == 0 || e == ECONNRESET || e == EPIPE)
-        return comm__sock_fail(c, err, p->what, ACCEL_EPEER, "rank %u (%s) closed its connection",
-                               who, addr);
-    return comm__sock_fail(c, err, p->what, ACCEL_EPEER,
-                           "the connection with rank %u (%s) failed: %s", who, addr, strerror(e));
-}
-
-static const char *kind_name(uint32_t kind)
-{
-    static const char *const names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast",
-                                        "barrier"};
-    return kind < sizeof(names) / sizeof(names[0]) ? names[kind] : "?";
-}
-
-/* Ranks that called different operations (or the same with other counts,
- * types or roots): the stream cannot be trusted past this header. */
-static enum accel_err mismatch(struct accel_comm *c, struct accel_error *err, const struct plan *p,
-                               const struct op_hdr *in, const struct op_hdr *mine)
-{
-    struct sock *s = c->impl;
-
-    return comm__sock_fail(c, err, p->what, ACCEL_EINVAL,
-                           "ranks called different operations: rank %u called #%u %s(%s, count "
-                           "%llu, root %u), rank %u called #%u %s(%s, count %llu, root %u)",
-                           s->prev, in->seq, kind_name(in->kind),
-                           accel_dtype_name((enum accel_dtype)in->dtype),
-                           (unsigned long long)in->count, in->root, c->rank, mine->seq,
-                           kind_name(mine->kind), accel_dtype_name((enum accel_dtype)mine->dtype),
-                           (unsigned long long)mine->count, mine->root);
+    return comm__sock_peer_error(c, err, p->what, next ? s->next : s->prev,
+                                 next ? s->next_addr : s->prev_addr, e);
 }
 
 static int sock_error(int fd)
@@ -273,11 +239,11 @@ static int sock_error(int fd)
 }
 
 /* Runs the two streams of plan p to the end or to the deadline. */
-static enum accel_err ring_run(struct accel_comm *c, struct plan *p, const struct op_hdr *hdr,
+static enum accel_err ring_run(struct accel_comm *c, struct plan *p, const struct sock_hdr *hdr,
                                struct accel_error *err)
 {
     struct sock *s = c->impl;
-    struct op_hdr hin;
+    struct sock_hdr hin;
     struct side tx = {0}, rx = {0};
     bool do_tx, do_rx, prev_hup = false;
     double deadline = accel_now() + c->timeout_s, idle_since = 0;
@@ -383,7 +349,7 @@ static enum accel_err ring_run(struct accel_comm *c, struct plan *p, const struc
             if (rx.hdr < sizeof(hin)) {
                 rx.hdr += (size_t)got;
                 if (rx.hdr == sizeof(hin) && memcmp(&hin, hdr, sizeof(hin)) != 0)
-                    return mismatch(c, err, p, &hin, hdr);
+                    return comm__sock_mismatch(c, err, p->what, s->prev, &hin, hdr);
             } else {
                 rx.off += (size_t)got;
             }
@@ -400,15 +366,8 @@ static enum accel_err ring_run(struct accel_comm *c, struct plan *p, const struc
          * before sleeping in poll(): the neighbour's data is usually a
          * moment away, and waking a sleeping process costs more than that
          * (most on a virtual machine).  Bounded by s->spin_s, not a wait. */
-        if (s->spin_s > 0) {
-            double t = accel_now();
-            if (idle_since == 0)
-                idle_since = t;
-            if (t - idle_since < s->spin_s) {
-                sched_yield();
-                continue;
-            }
-        }
+        if (comm__sock_spin(s, &idle_since))
+            continue;
 
         /* Nothing moved: wait for room, data or a hang-up.  The next rank
          * never writes to us, so any event but POLLOUT on its connection
@@ -488,23 +447,6 @@ static enum accel_err plan_ring(struct accel_comm *c, struct plan *p, struct acc
     return ACCEL_OK;
 }
 
-/* kind 4 in a header is the barrier, so that it never matches an all-gather */
-#define HDR_BARRIER 4u
-
-static void hdr_fill(struct accel_comm *c, const struct plan *p, struct op_hdr *h, unsigned op)
-{
-    struct sock *s = c->impl;
-
-    memset(h, 0, sizeof(*h));
-    h->magic = OP_MAGIC;
-    h->seq = s->seq++;
-    h->kind = (uint32_t)p->kind;
-    h->dtype = (uint32_t)p->t;
-    h->op = op;
-    h->root = p->root;
-    h->count = p->count;
-}
-
 static void plan_init(struct accel_comm *c, struct plan *p, enum ring_kind kind, const char *what,
                       const void *send, void *recv, size_t count, enum accel_dtype t)
 {
@@ -527,7 +469,7 @@ static enum accel_err reducing(struct accel_comm *c, enum ring_kind kind, const 
                                enum accel_redop op, struct accel_error *err)
 {
     struct plan p;
-    struct op_hdr h;
+    struct sock_hdr h;
     enum accel_err rc;
 
     plan_init(c, &p, kind, what, send, recv, count, t);
@@ -536,12 +478,14 @@ static enum accel_err reducing(struct accel_comm *c, enum ring_kind kind, const 
             memcpy(recv, send, count * p.es);
         return ACCEL_OK;
     }
+    if (kind == RING_ALL_REDUCE && comm__sock_use_cube(c, (uint64_t)count * sizeof(float)))
+        return comm__sock_cube_all_reduce(c, send, recv, count, t, op, err);
     p.avg_n = op == ACCEL_AVG ? c->size : 0;
     p.nrs = c->size - 1;
     rc = plan_ring(c, &p, err);
     if (rc != ACCEL_OK)
         return rc;
-    hdr_fill(c, &p, &h, (unsigned)op);
+    comm__sock_hdr(c, &h, (unsigned)kind, t, (unsigned)op, 0, count);
     return ring_run(c, &p, &h, err);
 }
 
@@ -566,7 +510,7 @@ static enum accel_err all_gather_bytes(struct accel_comm *c, bool barrier, const
                                        struct accel_error *err)
 {
     struct plan p;
-    struct op_hdr h;
+    struct sock_hdr h;
     enum accel_err rc;
     size_t es = barrier ? 1 : accel_dtype_size(t);
     char *own = (char *)recv + (size_t)c->rank * count * es;
@@ -577,12 +521,12 @@ static enum accel_err all_gather_bytes(struct accel_comm *c, bool barrier, const
         memmove(own, send, count * es);
     if (c->size == 1)
         return ACCEL_OK;
+    if (!barrier && comm__sock_use_cube(c, (uint64_t)c->size * count * es))
+        return comm__sock_cube_all_gather(c, recv, count, t, err);
     rc = plan_ring(c, &p, err);
     if (rc != ACCEL_OK)
         return rc;
-    hdr_fill(c, &p, &h, 0);
-    if (barrier)
-        h.kind = HDR_BARRIER;
+    comm__sock_hdr(c, &h, barrier ? SOCK_K_BARRIER : SOCK_K_ALL_GATHER, t, 0, 0, count);
     return ring_run(c, &p, &h, err);
 }
 
@@ -597,7 +541,7 @@ enum accel_err comm__sock_broadcast(struct accel_comm *c, const void *send, void
                                     struct accel_error *err)
 {
     struct plan p;
-    struct op_hdr h;
+    struct sock_hdr h;
     struct sock *s = c->impl;
     size_t total;
 
@@ -610,7 +554,7 @@ enum accel_err comm__sock_broadcast(struct accel_comm *c, const void *send, void
         return ACCEL_OK;
     p.chunk = s->chunk_bytes;
     p.nunits = (total + p.chunk - 1) / p.chunk;
-    hdr_fill(c, &p, &h, 0);
+    comm__sock_hdr(c, &h, SOCK_K_BROADCAST, t, 0, root, count);
     return ring_run(c, &p, &h, err);
 }
 

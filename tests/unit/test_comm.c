@@ -211,6 +211,7 @@ struct spawn {
     uint64_t nonce;
     rank_fn fn;
     void *arg;
+    const char *rank0_cube_max; /* ACCELRUN_SOCKET_CUBE_MAX of rank 0 only; NULL = as the others */
 };
 
 static void child_main(const struct test_store_proc *w, const struct spawn *sp, unsigned rank,
@@ -237,6 +238,8 @@ static void child_main(const struct test_store_proc *w, const struct spawn *sp, 
     co.chunk_bytes = sp->chunk;
     co.nonce = sp->nonce;
     accel_error_clear(&err);
+    if (rank == 0 && sp->rank0_cube_max != NULL)
+        setenv("ACCELRUN_SOCKET_CUBE_MAX", sp->rank0_cube_max, 1);
     res.code = accel_store_connect(&st, &o, &err);
     if (res.code == ACCEL_OK)
         res.code = accel_comm_init(&c, st, rank, sp->world, &co, &err);
@@ -349,19 +352,41 @@ static float elem(const void *p, enum accel_dtype t, size_t i)
     return comm__f16_to_f32(((const uint16_t *)p)[i]);
 }
 
-/* The documented order: element i of block b summed from rank b+1 around
- * the ring to rank b, in fp32, divided once for avg, narrowed once. */
+/* ACCELRUN_SOCKET_CUBE_MAX as the ranks of the running case see it. */
+static uint64_t cube_max = 16u << 20;
+
+/* Whether an all_reduce of `count` elements runs on the hypercube. */
+static bool cube_used(unsigned n, size_t count)
+{
+    return n >= 4 && (n & (n - 1)) == 0 && (uint64_t)count * 4 <= cube_max;
+}
+
+/* The documented orders, in fp32, divided once for avg, narrowed once.
+ * The ring: element i of block b summed from rank b+1 around the ring to
+ * rank b.  The hypercube: a tree, pairs of ranks at distance n/2 first, then
+ * n/4, ..., 1. */
 static void reference_reduce(void *out, enum accel_dtype t, void *const *in, unsigned n,
                              size_t count, size_t (*block_of)(size_t i, size_t count, unsigned n),
-                             size_t first, size_t len, bool avg)
+                             size_t first, size_t len, bool avg, bool cube)
 {
     size_t es = accel_dtype_size(t);
+    float vals[64];
 
     for (size_t i = first; i < first + len; i++) {
         unsigned b = (unsigned)block_of(i, count, n);
-        float acc = elem(in[(b + 1) % n], t, i);
-        for (unsigned j = 2; j <= n; j++)
-            acc += elem(in[(b + j) % n], t, i);
+        float acc;
+        if (cube) {
+            for (unsigned q = 0; q < n; q++)
+                vals[q] = elem(in[q], t, i);
+            for (unsigned m = n / 2; m >= 1; m /= 2)
+                for (unsigned q = 0; q < m; q++)
+                    vals[q] = vals[q] + vals[q + m];
+            acc = vals[0];
+        } else {
+            acc = elem(in[(b + 1) % n], t, i);
+            for (unsigned j = 2; j <= n; j++)
+                acc += elem(in[(b + j) % n], t, i);
+        }
         if (avg)
             acc /= (float)n;
         comm__from_f32((char *)out + (i - first) * es, &acc, 1, t);
@@ -431,7 +456,7 @@ static int one_op(struct accel_comm *c, enum op op, enum accel_dtype t, size_t c
     switch (op) {
     case OP_N:
     case OP_AR:
-        reference_reduce(ref, t, in, n, count, ar_block, 0, count, avg);
+        reference_reduce(ref, t, in, n, count, ar_block, 0, count, avg, cube_used(n, count));
         if (inplace)
             memcpy(recvbuf, sendbuf, inlen * es);
         sp = inplace ? recvbuf : sendbuf;
@@ -439,7 +464,7 @@ static int one_op(struct accel_comm *c, enum op op, enum accel_dtype t, size_t c
         rp = recvbuf;
         break;
     case OP_RS:
-        reference_reduce(ref, t, in, n, count, rs_block, r * count, count, avg);
+        reference_reduce(ref, t, in, n, count, rs_block, r * count, count, avg, false);
         if (inplace) {
             memcpy(recvbuf, sendbuf, inlen * es);
             rp = recvbuf + r * count * es;
@@ -548,6 +573,25 @@ TEST(world_3)
 TEST(world_4)
 {
     world_all_ops(4);
+}
+/* Power-of-two worlds on the ring alone, and with a hypercube limit that
+ * sends the small sizes to the hypercube and the large ones to the ring. */
+static void world_cube_max(unsigned n, const char *max)
+{
+    char *end;
+    setenv("ACCELRUN_SOCKET_CUBE_MAX", max, 1);
+    cube_max = strtoull(max, &end, 10);
+    world_all_ops(n);
+    unsetenv("ACCELRUN_SOCKET_CUBE_MAX");
+    cube_max = 16u << 20;
+}
+TEST(world_4_ring_only)
+{
+    world_cube_max(4, "0");
+}
+TEST(world_8_cube_small_ring_large)
+{
+    world_cube_max(8, "4096");
 }
 TEST(world_5)
 {
@@ -723,28 +767,43 @@ static int stuck_ar(struct accel_comm *c, struct accel_store *st, void *arg, str
     return rc;
 }
 
-TEST(stuck_rank_times_out)
+/* Rank 1 of n stops; the others time out (the ring for 3, the hypercube
+ * for 4). */
+static void stuck_world(unsigned n)
 {
-    struct spawn sp = {3, 2, 0, NONCE, stuck_ar, NULL};
+    struct spawn sp = {n, 2, 0, NONCE, stuck_ar, NULL, NULL};
     struct test_store_proc w;
-    struct result res[3];
-    pid_t pids[3];
-    int fds[3];
+    struct result res[4];
+    pid_t pids[4];
+    int fds[4];
 
     test_store_proc_start(&w, NONCE);
-    spawn(&w, &sp, 3, pids, fds);
-    collect(pids[0], fds[0], &res[0]);
-    collect(pids[2], fds[2], &res[2]);
+    spawn(&w, &sp, n, pids, fds);
+    for (unsigned r = 0; r < n; r++)
+        if (r != 1)
+            collect(pids[r], fds[r], &res[r]);
     kill(pids[1], SIGKILL);
     collect(pids[1], fds[1], &res[1]);
     test_store_proc_stop(&w);
     /* Which rank a timeout names depends on who gave up first: a rank waiting
      * on a neighbour that waits on the stopped rank names that neighbour. */
-    for (unsigned r = 0; r < 3; r += 2) {
+    for (unsigned r = 0; r < n; r++) {
+        if (r == 1)
+            continue;
         test_note("rank %u: %s", r, res[r].msg);
         ASSERT_INT_EQ(res[r].code, ACCEL_ETIMEDOUT);
         ASSERT_CONTAINS(res[r].msg, "no progress with rank");
     }
+}
+
+TEST(stuck_rank_times_out)
+{
+    stuck_world(3);
+}
+
+TEST(stuck_rank_times_out_on_the_hypercube)
+{
+    stuck_world(4);
 }
 
 static int bad_nonce_rank(struct accel_comm *c, struct accel_store *st, void *arg,
@@ -793,7 +852,7 @@ TEST(wrong_nonce_is_refused)
 
 static int mismatched(struct accel_comm *c, struct accel_store *st, void *arg, struct result *res)
 {
-    float x[30] = {0};
+    float x[40] = {0}; /* all_gather of 10 on up to 4 ranks */
     struct accel_error err;
     int rc;
 
@@ -810,19 +869,55 @@ static int mismatched(struct accel_comm *c, struct accel_store *st, void *arg, s
     return rc;
 }
 
-TEST(different_operations_are_refused)
+static void mismatched_world(unsigned n)
 {
-    struct spawn sp = {3, 10, 0, NONCE, mismatched, NULL};
-    struct result res[3];
+    struct spawn sp = {n, 10, 0, NONCE, mismatched, NULL, NULL};
+    struct result res[4];
     unsigned einval = 0;
 
     run_world(&sp, res);
-    for (unsigned r = 0; r < 3; r++) {
+    for (unsigned r = 0; r < n; r++) {
         test_note("rank %u: %s", r, res[r].msg);
         ASSERT(res[r].code == ACCEL_EINVAL || res[r].code == ACCEL_EPEER);
         einval += res[r].code == ACCEL_EINVAL;
     }
     ASSERT(einval >= 1);
+}
+
+TEST(different_operations_are_refused)
+{
+    mismatched_world(3);
+}
+
+TEST(different_operations_are_refused_on_the_hypercube)
+{
+    mismatched_world(4);
+}
+
+static int cube_limits_differ(struct accel_comm *c, struct accel_store *st, void *arg,
+                              struct result *res)
+{
+    (void)c;
+    (void)st;
+    (void)arg;
+    return fail_res(res, "init succeeded with different ACCELRUN_SOCKET_CUBE_MAX");
+}
+
+/* Ranks that disagree on ACCELRUN_SOCKET_CUBE_MAX would pick different
+ * algorithms for one size: init refuses them, naming the variable. */
+TEST(hypercube_limits_must_agree)
+{
+    struct spawn sp = {4, 5, 0, NONCE, cube_limits_differ, NULL, "4096"};
+    struct result res[4];
+    unsigned named = 0;
+
+    run_world(&sp, res);
+    for (unsigned r = 0; r < 4; r++) {
+        test_note("rank %u: %s", r, res[r].msg);
+        ASSERT(res[r].code == ACCEL_EPEER || res[r].code == ACCEL_ETIMEDOUT);
+        named += strstr(res[r].msg, "ACCELRUN_SOCKET_CUBE_MAX differs") != NULL;
+    }
+    ASSERT(named >= 1);
 }
 
 /* ------------------------------------------------------------ split and arguments */
@@ -923,8 +1018,11 @@ TEST(argument_checks)
 }
 
 TEST_LIST(T(f16_known_values), T(f16_round_trip_and_oracle), T(bf16_round_trip_and_oracle),
-          T(kernels_reduce_once), T(world_1), T(world_2), T(world_3), T(world_4), T(world_5),
-          T(world_6), T(world_7), T(world_8), T(bit_exact_across_runs_and_chunks),
+          T(kernels_reduce_once), T(world_1), T(world_2), T(world_3), T(world_4),
+          T(world_4_ring_only), T(world_8_cube_small_ring_large), T(world_5), T(world_6),
+          T(world_7), T(world_8), T(bit_exact_across_runs_and_chunks),
           T(killed_rank_fails_the_others), T(rank_that_never_joins_times_out),
-          T(stuck_rank_times_out), T(wrong_nonce_is_refused), T(different_operations_are_refused),
+          T(stuck_rank_times_out), T(stuck_rank_times_out_on_the_hypercube),
+          T(wrong_nonce_is_refused), T(different_operations_are_refused),
+          T(different_operations_are_refused_on_the_hypercube), T(hypercube_limits_must_agree),
           T(split_by_color_and_key), T(argument_checks))

@@ -1,0 +1,383 @@
+/*
+ * socket_cube.c: all_reduce and all_gather of the socket backend over the
+ * hypercube, for communicators whose size n is a power of two, 4 or more,
+ * and messages of up to s->cube_max bytes.
+ *
+ * Each rank holds one connection per dimension d with rank ^ (1 << d)
+ * (socket_conn.c).  all_reduce is a reduce-scatter by recursive halving
+ * followed by an all-gather by recursive doubling (Rabenseifner): log2(n)
+ * pairwise exchanges each way instead of the ring's 2(n - 1) steps, with the
+ * same bytes on the wire per rank, (n - 1)/n of the message each way.  On a
+ * machine whose ranks share few CPUs, each step of a ring waits for every
+ * rank to be scheduled in turn, and a pairwise step only for its two ranks:
+ * that is where the hypercube wins, at mid sizes.  Past cube_max the ring
+ * (socket_ring.c) is used, which keeps its working memory to a few chunks.
+ *
+ * The data is cut into n blocks as the ring cuts it (comm__block_off).
+ * Reduce-scatter: a rank's range starts as all n blocks; at the step of
+ * mask m = n/2, n/4, ..., 1 it keeps the half of its range holding its own
+ * block (the upper half when rank & m), sends the other half to rank ^ m
+ * and adds what that rank sends for the half it keeps.  After log2(n)
+ * steps, rank r holds the sum of block r.  All-gather: at the step of mask
+ * m = 1, 2, ..., n/2, it sends the blocks it holds to rank ^ m and receives
+ * as many.
+ *
+ * Reduction order (bit-exact from run to run): element i is the sum of a
+ * fixed tree, pairs of ranks at distance n/2 first, then n/4, ..., then 1:
+ * for n = 4, (x0 + x2) + (x1 + x3).  fp32 addition is commutative, so
+ * whichever rank of a pair adds, the bits are the same; the result depends
+ * on (n, count) only.  The first step carries the input in its own type;
+ * later steps carry fp32 partial sums; a 16-bit result is rounded once, after
+ * the division of avg.  Partial sums of fp32 data accumulate in the result
+ * buffer itself; those of 16-bit data in s->acc (fp32, half the message).
+ *
+ * Each exchange opens with the operation's header on both sides, so ranks
+ * that call different operations fail with ACCEL_EINVAL; a partner that
+ * closes or fails gives ACCEL_EPEER, one that stops ACCEL_ETIMEDOUT, each
+ * through comm__sock_fail (every rank learns of it).
+ */
+#define _GNU_SOURCE /* POLLRDHUP */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "accel/alloc.h"
+#include "dtype_int.h"
+#include "socket_int.h"
+
+bool comm__sock_use_cube(const struct accel_comm *c, uint64_t bytes)
+{
+    const struct sock *s = c->impl;
+
+    return s->dims > 0 && bytes <= s->cube_max;
+}
+
+/* One pairwise exchange: the header and `sbytes` from `sbuf` out, the
+ * partner's header and `rbytes` in.  Without a sink the bytes land in rbuf;
+ * with one they land in rbuf by pieces of `piece` bytes (whole elements),
+ * and sink(ctx, off, len) takes each piece (bytes [off, off + len) of the
+ * message, now at rbuf[0, len)) before the next one overwrites it. */
+struct xchg {
+    const char *what;
+    unsigned d; /* the dimension: partner rank ^ (1 << d) */
+    const struct sock_hdr *hdr;
+    const char *sbuf;
+    size_t sbytes;
+    char *rbuf;
+    size_t rbytes;
+    size_t piece;
+    void (*sink)(void *ctx, size_t off, size_t len);
+    void *ctx;
+};
+
+static enum accel_err exchange(struct accel_comm *c, const struct xchg *x, struct accel_error *err)
+{
+    struct sock *s = c->impl;
+    int fd = s->cube_fd[x->d];
+    unsigned peer = c->rank ^ (1u << x->d);
+    const char *addr = s->cube_addr[x->d];
+    const size_t hl = sizeof(*x->hdr);
+    struct sock_hdr hin;
+    size_t hs = 0, hr = 0, so = 0, ro = 0, fill = 0;
+    double deadline = accel_now() + c->timeout_s, idle_since = 0;
+    bool hup = false;
+
+    for (;;) {
+        bool moved = false, tx_wait = false;
+        struct pollfd pfd;
+        double left;
+
+        while (hs < hl || so < x->sbytes) {
+            const char *src = hs < hl ? (const char *)x->hdr + hs : x->sbuf + so;
+            size_t len = hs < hl ? hl - hs : x->sbytes - so;
+            ssize_t got = send(fd, src, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+            if (got < 0) {
+                if (errno == EINTR)
+                    continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                    tx_wait = true;
+                    break;
+                }
+                return comm__sock_peer_error(c, err, x->what, peer, addr, errno);
+            }
+            moved = true;
+            if (hs < hl)
+                hs += (size_t)got;
+            else
+                so += (size_t)got;
+        }
+        while (hr < hl || ro < x->rbytes) {
+            char *dst;
+            size_t len;
+            ssize_t got;
+
+            if (hr < hl) {
+                dst = (char *)&hin + hr;
+                len = hl - hr;
+            } else if (x->sink == NULL) {
+                dst = x->rbuf + ro;
+                len = x->rbytes - ro;
+            } else {
+                dst = x->rbuf + fill;
+                len = x->piece - fill < x->rbytes - ro ? x->piece - fill : x->rbytes - ro;
+            }
+            got = recv(fd, dst, len, MSG_DONTWAIT);
+            if (got < 0) {
+                if (errno == EINTR)
+                    continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK)
+                    break;
+                return comm__sock_peer_error(c, err, x->what, peer, addr, errno);
+            }
+            if (got == 0)
+                return comm__sock_peer_error(c, err, x->what, peer, addr, 0);
+            moved = true;
+            if (hr < hl) {
+                hr += (size_t)got;
+                if (hr == hl && memcmp(&hin, x->hdr, hl) != 0)
+                    return comm__sock_mismatch(c, err, x->what, peer, &hin, x->hdr);
+                continue;
+            }
+            ro += (size_t)got;
+            if (x->sink != NULL && ((fill += (size_t)got) == x->piece || ro == x->rbytes)) {
+                x->sink(x->ctx, ro - fill, fill);
+                fill = 0;
+            }
+        }
+        if (hs == hl && so == x->sbytes && hr == hl && ro == x->rbytes)
+            return ACCEL_OK;
+        if (moved) {
+            idle_since = 0;
+            continue;
+        }
+        if (comm__sock_spin(s, &idle_since))
+            continue;
+        /* Nothing moved: wait for room or data.  The partner shuts its side
+         * only after the operation, so a hang-up while this exchange still
+         * needs it is a failure, seen by the next send or recv. */
+        left = deadline - accel_now();
+        if (left <= 0)
+            return comm__sock_fail(c, err, x->what, ACCEL_ETIMEDOUT,
+                                   "no progress with rank %u (%s) within %g s", peer, addr,
+                                   c->timeout_s);
+        pfd.fd = fd;
+        pfd.events = (short)((tx_wait ? POLLOUT : 0) | (hr < hl || ro < x->rbytes ? POLLIN : 0) |
+                             (hup ? 0 : POLLRDHUP));
+        pfd.revents = 0;
+        if (poll(&pfd, 1, left * 1000.0 > INT_MAX ? INT_MAX : (int)(left * 1000.0) + 1) < 0 &&
+            errno != EINTR)
+            return comm__sock_fail(c, err, x->what, ACCEL_EIO, "poll failed: %s", strerror(errno));
+        if (pfd.revents & (POLLERR | POLLNVAL)) {
+            int e = 0;
+            socklen_t el = sizeof(e);
+            (void)getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
+            return comm__sock_peer_error(c, err, x->what, peer, addr, e);
+        }
+        if (pfd.revents & POLLRDHUP)
+            hup = true; /* what is buffered can still be read; recv then says 0 */
+        if ((pfd.revents & POLLHUP) && hr == hl && ro == x->rbytes)
+            return comm__sock_peer_error(c, err, x->what, peer, addr, 0);
+    }
+}
+
+/* ------------------------------------------------------------ all_reduce */
+
+/* The state of one all_reduce that the sink of its exchanges sees. */
+struct ar {
+    const char *in;
+    char *out;
+    enum accel_dtype t;
+    size_t es;
+    unsigned avg_n;
+    float *acc;        /* fp32 partial sums: the result buffer for fp32, else s->acc */
+    size_t acc_base;   /* element index of acc[0] */
+    const char *stage; /* where the pieces arrive (s->stage_in) */
+    float *wide;       /* one chunk of fp32 (s->stage_out), to widen a 16-bit piece */
+    /* the exchange under way: element index of its first element, bytes of
+     * an element on the wire, and which step it is */
+    size_t first, wire;
+    bool step0, last;
+};
+
+/* A piece of the partner's values for elements first + off / wire onwards:
+ * added to this rank's own (its input at the first step, its partial sums
+ * later); at the last step divided for avg and narrowed into the result. */
+static void ar_sink(void *ctx, size_t off, size_t len)
+{
+    struct ar *a = ctx;
+    size_t i0 = a->first + off / a->wire, n = len / a->wire;
+    float *acc = a->acc + (i0 - a->acc_base);
+    const float *part = (const float *)(const void *)a->stage;
+
+    if (a->step0) {
+        if (a->t != ACCEL_F32) {
+            comm__to_f32(a->wide, a->stage, n, a->t);
+            part = a->wide;
+        }
+        comm__reduce_f32(acc, part, a->in + i0 * a->es, n, a->t);
+        return;
+    }
+    if (a->last && a->t == ACCEL_F32) {
+        comm__reduce_final(acc, part, acc, n, ACCEL_F32, a->avg_n);
+        return;
+    }
+    comm__reduce_f32(acc, part, acc, n, ACCEL_F32);
+    if (!a->last)
+        return;
+    if (a->avg_n > 0)
+        for (size_t i = 0; i < n; i++)
+            acc[i] /= (float)a->avg_n; /* as comm__reduce_final divides */
+    comm__from_f32(a->out + i0 * a->es, acc, n, a->t);
+}
+
+static enum accel_err acc_reserve(struct accel_comm *c, size_t n, struct accel_error *err)
+{
+    struct sock *s = c->impl;
+
+    if (s->acc != NULL && s->acc_len >= n)
+        return ACCEL_OK;
+    accel_free(s->acc);
+    s->acc = accel_malloc((n ? n : 1) * sizeof(float));
+    s->acc_len = s->acc != NULL ? n : 0;
+    if (s->acc == NULL)
+        return accel_error_set(err, ACCEL_ENOMEM,
+                               "rank %u of %u: all_reduce: out of memory for %zu partial sums",
+                               c->rank, c->size, n);
+    return ACCEL_OK;
+}
+
+static enum accel_err stages_reserve(struct accel_comm *c, const char *what,
+                                     struct accel_error *err)
+{
+    struct sock *s = c->impl;
+
+    if (s->stage_in == NULL)
+        s->stage_in = accel_malloc(s->chunk_bytes);
+    if (s->stage_out == NULL)
+        s->stage_out = accel_malloc(s->chunk_bytes);
+    if (s->stage_in == NULL || s->stage_out == NULL)
+        return accel_error_set(err, ACCEL_ENOMEM,
+                               "rank %u of %u: %s: out of memory for %zu-byte chunks", c->rank,
+                               c->size, what, s->chunk_bytes);
+    return ACCEL_OK;
+}
+
+/* Block b's first element: the all_reduce cut (count elements in n blocks)
+ * or the all_gather one (blocks of `count`). */
+static size_t boff(bool ar, size_t count, unsigned n, unsigned b)
+{
+    return ar ? comm__block_off(count, n, b) : b * count;
+}
+
+/* The all-gather by recursive doubling: rank r holds its block of out (type
+ * es bytes an element); at the step of dimension d it sends the 2^d blocks
+ * it holds to rank ^ 2^d and receives that rank's 2^d. */
+static enum accel_err doubling(struct accel_comm *c, const char *what, const struct sock_hdr *h,
+                               char *out, bool ar, size_t count, size_t es, struct accel_error *err)
+{
+    struct sock *s = c->impl;
+    unsigned n = c->size;
+
+    for (unsigned d = 0; d < s->dims; d++) {
+        unsigned m = 1u << d, lo = c->rank & ~(m - 1), plo = lo ^ m;
+        size_t a = boff(ar, count, n, lo), b = boff(ar, count, n, lo + m);
+        size_t pa = boff(ar, count, n, plo), pb = boff(ar, count, n, plo + m);
+        struct xchg x = {.what = what,
+                         .d = d,
+                         .hdr = h,
+                         .sbuf = out + a * es,
+                         .sbytes = (b - a) * es,
+                         .rbuf = out + pa * es,
+                         .rbytes = (pb - pa) * es};
+        enum accel_err rc = exchange(c, &x, err);
+        if (rc != ACCEL_OK)
+            return rc;
+    }
+    return ACCEL_OK;
+}
+
+enum accel_err comm__sock_cube_all_reduce(struct accel_comm *c, const void *send, void *recv,
+                                          size_t count, enum accel_dtype t, enum accel_redop op,
+                                          struct accel_error *err)
+{
+    struct sock *s = c->impl;
+    unsigned n = c->size, lo = 0, hi = n;
+    struct sock_hdr h;
+    struct ar a;
+    enum accel_err rc;
+
+    memset(&a, 0, sizeof(a));
+    a.in = send;
+    a.out = recv;
+    a.t = t;
+    a.es = accel_dtype_size(t);
+    a.avg_n = op == ACCEL_AVG ? n : 0;
+    rc = stages_reserve(c, "all_reduce", err);
+    if (rc != ACCEL_OK)
+        return rc;
+    a.stage = s->stage_in;
+    a.wide = s->stage_out;
+    if (t == ACCEL_F32) {
+        a.acc = recv;
+    } else {
+        /* the half kept at the first step, the largest range summed here */
+        unsigned top = s->dims - 1, klo = (c->rank & (1u << top)) ? n / 2 : 0;
+        a.acc_base = comm__block_off(count, n, klo);
+        rc = acc_reserve(c, comm__block_off(count, n, klo + n / 2) - a.acc_base, err);
+        if (rc != ACCEL_OK)
+            return rc;
+        a.acc = s->acc;
+    }
+    comm__sock_hdr(c, &h, SOCK_K_ALL_REDUCE, t, (unsigned)op, 0, count);
+
+    /* reduce-scatter by recursive halving: masks n/2, ..., 1 */
+    for (unsigned k = 0; k < s->dims; k++) {
+        unsigned d = s->dims - 1 - k, m = 1u << d, mid = lo + (hi - lo) / 2;
+        bool upper = (c->rank & m) != 0;
+        unsigned klo = upper ? mid : lo, khi = upper ? hi : mid;
+        unsigned slo = upper ? lo : mid, shi = upper ? mid : hi;
+        size_t ka = comm__block_off(count, n, klo), kb = comm__block_off(count, n, khi);
+        size_t sa = comm__block_off(count, n, slo), sb = comm__block_off(count, n, shi);
+        struct xchg x;
+
+        a.step0 = k == 0;
+        a.last = k + 1 == s->dims;
+        a.first = ka;
+        a.wire = a.step0 ? a.es : sizeof(float);
+        memset(&x, 0, sizeof(x));
+        x.what = "all_reduce";
+        x.d = d;
+        x.hdr = &h;
+        if (a.step0) {
+            x.sbuf = a.in + sa * a.es;
+            x.sbytes = (sb - sa) * a.es;
+        } else {
+            x.sbuf = (const char *)(a.acc + (sa - a.acc_base));
+            x.sbytes = (sb - sa) * sizeof(float);
+        }
+        x.rbuf = s->stage_in;
+        x.rbytes = (kb - ka) * a.wire;
+        /* a piece widens into one chunk of fp32 */
+        x.piece = s->chunk_bytes / sizeof(float) * a.wire;
+        x.sink = ar_sink;
+        x.ctx = &a;
+        rc = exchange(c, &x, err);
+        if (rc != ACCEL_OK)
+            return rc;
+        lo = klo;
+        hi = khi;
+    }
+    return doubling(c, "all_reduce", &h, recv, true, count, a.es, err);
+}
+
+enum accel_err comm__sock_cube_all_gather(struct accel_comm *c, void *recv, size_t sendcount,
+                                          enum accel_dtype t, struct accel_error *err)
+{
+    struct sock_hdr h;
+
+    comm__sock_hdr(c, &h, SOCK_K_ALL_GATHER, t, 0, 0, sendcount);
+    return doubling(c, "all_gather", &h, recv, false, sendcount, accel_dtype_size(t), err);
+}
