@@ -26,16 +26,12 @@ enum accel_err accel_getenv_str(const char *who, const char *name, bool required
     return ACCEL_OK;
 }
 
-enum accel_err accel_getenv_uint(const char *who, const char *name, unsigned long lo,
+static enum accel_err parse_uint(const char *who, const char *name, const char *v, unsigned long lo,
                                  unsigned long hi, unsigned *out, struct accel_error *err)
 {
-    const char *v;
     char *end;
     unsigned long n;
-    enum accel_err rc = accel_getenv_str(who, name, true, &v, err);
 
-    if (rc != ACCEL_OK)
-        return rc;
     errno = 0;
     n = strtoul(v, &end, 10);
     if (v[0] < '0' || v[0] > '9' || *end != '\0' || errno != 0)
@@ -45,6 +41,28 @@ enum accel_err accel_getenv_uint(const char *who, const char *name, unsigned lon
                                hi);
     *out = (unsigned)n;
     return ACCEL_OK;
+}
+
+enum accel_err accel_getenv_uint(const char *who, const char *name, unsigned long lo,
+                                 unsigned long hi, unsigned *out, struct accel_error *err)
+{
+    const char *v;
+    enum accel_err rc = accel_getenv_str(who, name, true, &v, err);
+
+    return rc != ACCEL_OK ? rc : parse_uint(who, name, v, lo, hi, out, err);
+}
+
+enum accel_err accel_getenv_uint_or(const char *who, const char *name, unsigned long lo,
+                                    unsigned long hi, unsigned dflt, unsigned *out,
+                                    struct accel_error *err)
+{
+    const char *v;
+    enum accel_err rc = accel_getenv_str(who, name, false, &v, err);
+
+    *out = dflt;
+    if (rc != ACCEL_OK || v == NULL)
+        return rc;
+    return parse_uint(who, name, v, lo, hi, out, err);
 }
 
 enum accel_err accel_getenv_timeout(const char *who, double dflt, double *out,

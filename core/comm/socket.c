@@ -16,6 +16,7 @@
  * gone too, the rank reports what it saw itself.
  */
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include <string.h>
 
 #include "accel/alloc.h"
+#include "accel/getenv.h"
 #include "socket_int.h"
 
 enum accel_err comm__sock_fail(struct accel_comm *c, struct accel_error *err, const char *what,
@@ -177,22 +179,50 @@ static const struct accel_comm_ops sock_ops = {
     .free = sock_free,
 };
 
+/* The tuning variables (docs/comm.md, ENVIRONMENT), each checked. */
+static enum accel_err read_knobs(const struct accel_comm *c, struct sock *s, size_t opts_chunk,
+                                 struct accel_error *err)
+{
+    char who[64];
+    unsigned chunk = (unsigned)opts_chunk, buf, spin_us, cube_max;
+    enum accel_err rc = ACCEL_OK;
+
+    snprintf(who, sizeof(who), "rank %u of %u: init", c->rank, c->size);
+    if (opts_chunk == 0)
+        rc = accel_getenv_uint_or(who, "ACCELRUN_SOCKET_CHUNK", SOCK_MIN_CHUNK, SOCK_MAX_CHUNK,
+                                  SOCK_DEFAULT_CHUNK, &chunk, err);
+    else if (opts_chunk < SOCK_MIN_CHUNK || opts_chunk > SOCK_MAX_CHUNK)
+        rc = accel_error_set(err, ACCEL_EINVAL, "%s: chunk of %zu bytes; it must be %u to %u", who,
+                             opts_chunk, SOCK_MIN_CHUNK, SOCK_MAX_CHUNK);
+    if (rc == ACCEL_OK)
+        rc = accel_getenv_uint_or(who, "ACCELRUN_SOCKET_BUF", 0, SOCK_MAX_CHUNK, 0, &buf, err);
+    if (rc == ACCEL_OK)
+        rc = accel_getenv_uint_or(who, "ACCELRUN_SOCKET_SPIN_US", 0, 1000000, SOCK_SPIN_US,
+                                  &spin_us, err);
+    if (rc == ACCEL_OK)
+        rc = accel_getenv_uint_or(who, "ACCELRUN_SOCKET_CUBE_MAX", 0, UINT_MAX,
+                                  SOCK_DEFAULT_CUBE_MAX, &cube_max, err);
+    if (rc != ACCEL_OK)
+        return rc;
+    s->chunk_bytes = chunk & ~(size_t)7; /* whole fp32 and 16-bit elements */
+    s->sockbuf = (int)buf;
+    s->spin_s = spin_us * 1e-6;
+    s->cube_max = cube_max;
+    /* the hypercube where the size is a power of two, 4 or more */
+    if (s->cube_max > 0 && c->size >= 4 && c->size <= (1u << SOCK_MAX_DIMS) &&
+        (c->size & (c->size - 1)) == 0)
+        while ((1u << s->dims) < c->size)
+            s->dims++;
+    return ACCEL_OK;
+}
+
 enum accel_err accel_comm_socket_init(struct accel_comm *c, const struct accel_comm_opts *opts,
                                       struct accel_error *err)
 {
     struct sock *s;
     enum accel_err rc;
-    size_t chunk = opts != NULL ? opts->chunk_bytes : 0;
     const char *ifaddr = opts != NULL && opts->ifaddr != NULL ? opts->ifaddr : "";
 
-    if (chunk == 0) {
-        const char *env = getenv("ACCELRUN_SOCKET_CHUNK");
-        chunk = env != NULL && env[0] != '\0' ? strtoull(env, NULL, 10) : SOCK_DEFAULT_CHUNK;
-    }
-    if (chunk < SOCK_MIN_CHUNK || chunk > SOCK_MAX_CHUNK)
-        return accel_error_set(err, ACCEL_EINVAL,
-                               "rank %u of %u: init: chunk of %zu bytes; it must be %u to %u",
-                               c->rank, c->size, chunk, SOCK_MIN_CHUNK, SOCK_MAX_CHUNK);
     if (strlen(ifaddr) >= SOCK_ADDR_MAX)
         return accel_error_set(err, ACCEL_EINVAL, "rank %u of %u: init: address too long: %s",
                                c->rank, c->size, ifaddr);
@@ -203,24 +233,12 @@ enum accel_err accel_comm_socket_init(struct accel_comm *c, const struct accel_c
     s->next_fd = s->prev_fd = -1;
     for (unsigned d = 0; d < SOCK_MAX_DIMS; d++)
         s->cube_fd[d] = -1;
-    s->chunk_bytes = chunk & ~(size_t)7; /* whole fp32 and 16-bit elements */
     s->nonce = opts != NULL ? opts->nonce : 0;
-    {
-        const char *env = getenv("ACCELRUN_SOCKET_SPIN_US");
-        s->spin_s = (env != NULL && env[0] != '\0' ? strtod(env, NULL) : SOCK_SPIN_US) * 1e-6;
-        if (!(s->spin_s >= 0) || s->spin_s > 1.0)
-            s->spin_s = 0;
+    rc = read_knobs(c, s, opts != NULL ? opts->chunk_bytes : 0, err);
+    if (rc != ACCEL_OK) {
+        accel_free(s);
+        return rc;
     }
-    {
-        const char *env = getenv("ACCELRUN_SOCKET_CUBE_MAX");
-        s->cube_max =
-            env != NULL && env[0] != '\0' ? strtoull(env, NULL, 10) : SOCK_DEFAULT_CUBE_MAX;
-    }
-    /* the hypercube where the size is a power of two, 4 or more */
-    if (s->cube_max > 0 && c->size >= 4 && c->size <= (1u << SOCK_MAX_DIMS) &&
-        (c->size & (c->size - 1)) == 0)
-        while ((1u << s->dims) < c->size)
-            s->dims++;
     snprintf(s->ifaddr, sizeof(s->ifaddr), "%s", ifaddr);
     c->ops = &sock_ops;
     c->impl = s;

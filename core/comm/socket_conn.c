@@ -40,7 +40,6 @@
 #define HELLO_VERSION 2u
 #define MAX_PENDING 32 /* connections whose hello is read at once */
 #define MAX_LINKS (1 + SOCK_MAX_DIMS)
-#define SOCK_BUF_BYTES 0 /* 0: leave the sizes to the kernel's autotuning */
 
 struct hello {
     uint32_t magic, version;
@@ -132,10 +131,9 @@ void comm__sock_close_graceful(struct sock *s, double grace_s)
 /* Non-blocking, no Nagle (a ring step's small last segment must not wait for
  * an acknowledgement), and socket buffers large enough to keep a chunk in
  * flight.  The buffer sizes are a request; the kernel caps them. */
-static void tune(int fd)
+static void tune(const struct sock *s, int fd)
 {
-    const char *env = getenv("ACCELRUN_SOCKET_BUF");
-    int one = 1, buf = env != NULL && env[0] != '\0' ? atoi(env) : SOCK_BUF_BYTES;
+    int one = 1, buf = s->sockbuf;
 
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (buf > 0) {
@@ -224,7 +222,7 @@ static enum accel_err listen_on(struct accel_comm *c, struct sock *s, int *out,
     fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return accel_error_sys(err, ACCEL_EIO, "rank %u of %u: init: socket", c->rank, c->size);
-    tune(fd); /* accepted connections inherit the buffer sizes */
+    tune(s, fd); /* accepted connections inherit the buffer sizes */
     if (bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, MAX_PENDING) != 0) {
         char a[SOCK_ADDR_MAX];
         format_addr((struct sockaddr *)&ss, len, a, sizeof(a));
@@ -308,7 +306,7 @@ static enum accel_err start_connect(struct accel_comm *c, const char *addr, int 
         freeaddrinfo(ai);
         return accel_error_sys(err, ACCEL_EIO, "rank %u of %u: init: socket", c->rank, c->size);
     }
-    tune(fd);
+    tune(c->impl, fd);
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
         enum accel_err e = accel_error_sys(err, ACCEL_EPEER, "rank %u of %u: init: connect to %s",
                                            c->rank, c->size, addr);
@@ -516,7 +514,7 @@ static void pending_step(struct accel_comm *c, struct sock *s, struct pending *q
     r.verdict = v;
     if (accel_send_all(q->fd, &r, sizeof(r), deadline) == 0 && v == V_OK) {
         *slot_of(c, s, q->h.channel, q->h.from) = q->fd;
-        tune(q->fd);
+        tune(s, q->fd);
     } else {
         (*refused)++;
         accel_log(ACCEL_LOG_WARN, "rank %u of %u: init: refused a connection claiming rank %u: %s",

@@ -43,6 +43,7 @@ struct sock {
     char next_addr[SOCK_ADDR_MAX], prev_addr[SOCK_ADDR_MAX];
     uint64_t nonce; /* presented in the hello and required of the previous rank */
     size_t chunk_bytes;
+    int sockbuf;                /* SO_SNDBUF/SO_RCVBUF to request; 0 = the kernel's autotuning */
     char ifaddr[SOCK_ADDR_MAX]; /* opts->ifaddr, kept for the communicators of a split */
     uint32_t seq;               /* operations run so far; in every operation's header */
     double spin_s;              /* retry this long before sleeping in poll() */

@@ -903,6 +903,26 @@ static int cube_limits_differ(struct accel_comm *c, struct accel_store *st, void
     return fail_res(res, "init succeeded with different ACCELRUN_SOCKET_CUBE_MAX");
 }
 
+/* A malformed tuning variable fails init, naming it. */
+TEST(bad_tuning_variables_are_refused)
+{
+    static const char *const bad[][2] = {{"ACCELRUN_SOCKET_SPIN_US", "20us"},
+                                         {"ACCELRUN_SOCKET_BUF", "-1"},
+                                         {"ACCELRUN_SOCKET_CHUNK", "1024"},
+                                         {"ACCELRUN_SOCKET_CUBE_MAX", "16M"}};
+    struct spawn sp = {2, 5, 0, NONCE, cube_limits_differ, NULL, NULL};
+    struct result res[2];
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        setenv(bad[i][0], bad[i][1], 1);
+        run_world(&sp, res);
+        unsetenv(bad[i][0]);
+        test_note("%s", res[0].msg);
+        ASSERT_INT_EQ(res[0].code, ACCEL_EINVAL);
+        ASSERT_CONTAINS(res[0].msg, bad[i][0]);
+    }
+}
+
 /* Ranks that disagree on ACCELRUN_SOCKET_CUBE_MAX would pick different
  * algorithms for one size: init refuses them, naming the variable. */
 TEST(hypercube_limits_must_agree)
@@ -1025,4 +1045,4 @@ TEST_LIST(T(f16_known_values), T(f16_round_trip_and_oracle), T(bf16_round_trip_a
           T(stuck_rank_times_out), T(stuck_rank_times_out_on_the_hypercube),
           T(wrong_nonce_is_refused), T(different_operations_are_refused),
           T(different_operations_are_refused_on_the_hypercube), T(hypercube_limits_must_agree),
-          T(split_by_color_and_key), T(argument_checks))
+          T(bad_tuning_variables_are_refused), T(split_by_color_and_key), T(argument_checks))

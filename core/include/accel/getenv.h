@@ -24,6 +24,12 @@ enum accel_err accel_getenv_uint(const char *who, const char *name, unsigned lon
                                  unsigned long hi, unsigned *out,
                                  struct accel_error *err) ACCEL_WUR;
 
+/* The same, optional: `dflt` when unset or empty (a malformed value is
+ * still an error). */
+enum accel_err accel_getenv_uint_or(const char *who, const char *name, unsigned long lo,
+                                    unsigned long hi, unsigned dflt, unsigned *out,
+                                    struct accel_error *err) ACCEL_WUR;
+
 /* ACCELRUN_TIMEOUT in seconds, in (0, 1e6]; `dflt` when it is unset. */
 enum accel_err accel_getenv_timeout(const char *who, double dflt, double *out,
                                     struct accel_error *err) ACCEL_WUR;
