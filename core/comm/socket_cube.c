@@ -1,7 +1,7 @@
 /*
- * socket_cube.c: all_reduce and all_gather of the socket backend over the
- * hypercube, for communicators whose size n is a power of two, 4 or more,
- * and messages of up to s->cube_max bytes.
+ * socket_cube.c: all_reduce, reduce_scatter and all_gather of the socket
+ * backend over the hypercube, for communicators whose size n is a power of
+ * two, 4 or more, and messages of up to s->cube_max bytes.
  *
  * Each rank holds one connection per dimension d with rank ^ (1 << d)
  * (socket_conn.c).  all_reduce is a reduce-scatter by recursive halving
@@ -18,7 +18,8 @@
  * mask m = n/2, n/4, ..., 1 it keeps the half of its range holding its own
  * block (the upper half when rank & m), sends the other half to rank ^ m
  * and adds what that rank sends for the half it keeps.  After log2(n)
- * steps, rank r holds the sum of block r.  All-gather: at the step of mask
+ * steps, rank r holds the sum of block r (reduce_scatter stops there, its
+ * blocks being the ranks' slices).  All-gather: at the step of mask
  * m = 1, 2, ..., n/2, it sends the blocks it holds to rank ^ m and receives
  * as many.
  *
@@ -28,8 +29,10 @@
  * whichever rank of a pair adds, the bits are the same; the result depends
  * on (n, count) only.  The first step carries the input in its own type;
  * later steps carry fp32 partial sums; a 16-bit result is rounded once, after
- * the division of avg.  Partial sums of fp32 data accumulate in the result
- * buffer itself; those of 16-bit data in s->acc (fp32, half the message).
+ * the division of avg.  Partial sums of an fp32 all_reduce accumulate in the
+ * result buffer itself; the others in s->acc (fp32, half the message).  As
+ * all_reduce and reduce_scatter share the order, NO_SHARD and FULL_SHARD
+ * training (core/shard) give the same bits.
  *
  * Each exchange opens with the operation's header on both sides, so ranks
  * that call different operations fail with ACCEL_EINVAL; a partner that
@@ -185,14 +188,16 @@ static enum accel_err exchange(struct accel_comm *c, const struct xchg *x, struc
 
 /* ------------------------------------------------------------ all_reduce */
 
-/* The state of one all_reduce that the sink of its exchanges sees. */
+/* The state of one reduction that the sink of its exchanges sees. */
 struct ar {
     const char *in;
-    char *out;
+    char *out;       /* where the result's first element of this rank goes */
+    size_t out_base; /* element index of out[0] */
     enum accel_dtype t;
     size_t es;
     unsigned avg_n;
-    float *acc;        /* fp32 partial sums: the result buffer for fp32, else s->acc */
+    bool acc_is_out;   /* fp32 all_reduce: the partial sums live in the result */
+    float *acc;        /* fp32 partial sums */
     size_t acc_base;   /* element index of acc[0] */
     const char *stage; /* where the pieces arrive (s->stage_in) */
     float *wide;       /* one chunk of fp32 (s->stage_out), to widen a 16-bit piece */
@@ -220,7 +225,7 @@ static void ar_sink(void *ctx, size_t off, size_t len)
         comm__reduce_f32(acc, part, a->in + i0 * a->es, n, a->t);
         return;
     }
-    if (a->last && a->t == ACCEL_F32) {
+    if (a->last && a->acc_is_out) {
         comm__reduce_final(acc, part, acc, n, ACCEL_F32, a->avg_n);
         return;
     }
@@ -230,10 +235,11 @@ static void ar_sink(void *ctx, size_t off, size_t len)
     if (a->avg_n > 0)
         for (size_t i = 0; i < n; i++)
             acc[i] /= (float)a->avg_n; /* as comm__reduce_final divides */
-    comm__from_f32(a->out + i0 * a->es, acc, n, a->t);
+    comm__from_f32(a->out + (i0 - a->out_base) * a->es, acc, n, a->t);
 }
 
-static enum accel_err acc_reserve(struct accel_comm *c, size_t n, struct accel_error *err)
+static enum accel_err acc_reserve(struct accel_comm *c, const char *what, size_t n,
+                                  struct accel_error *err)
 {
     struct sock *s = c->impl;
 
@@ -244,8 +250,8 @@ static enum accel_err acc_reserve(struct accel_comm *c, size_t n, struct accel_e
     s->acc_len = s->acc != NULL ? n : 0;
     if (s->acc == NULL)
         return accel_error_set(err, ACCEL_ENOMEM,
-                               "rank %u of %u: all_reduce: out of memory for %zu partial sums",
-                               c->rank, c->size, n);
+                               "rank %u of %u: %s: out of memory for %zu partial sums", c->rank,
+                               c->size, what, n);
     return ACCEL_OK;
 }
 
@@ -299,78 +305,113 @@ static enum accel_err doubling(struct accel_comm *c, const char *what, const str
     return ACCEL_OK;
 }
 
-enum accel_err comm__sock_cube_all_reduce(struct accel_comm *c, const void *send, void *recv,
-                                          size_t count, enum accel_dtype t, enum accel_redop op,
-                                          struct accel_error *err)
+/* The reduce-scatter by recursive halving of `count` elements in n blocks
+ * (the all_reduce cut, or blocks of count / n for reduce_scatter: `ar`):
+ * at the step of mask m = n/2, ..., 1 this rank keeps the half of its range
+ * that holds its block, sends the other half to rank ^ m and adds what that
+ * rank sends.  The result (block r) goes to a->out. */
+static enum accel_err halving(struct accel_comm *c, struct ar *a, const struct sock_hdr *h,
+                              const char *what, bool ar, size_t count, struct accel_error *err)
 {
     struct sock *s = c->impl;
     unsigned n = c->size, lo = 0, hi = n;
-    struct sock_hdr h;
-    struct ar a;
-    enum accel_err rc;
+    size_t bc = ar ? count : count / n; /* boff's count */
+    enum accel_err rc = stages_reserve(c, what, err);
 
-    memset(&a, 0, sizeof(a));
-    a.in = send;
-    a.out = recv;
-    a.t = t;
-    a.es = accel_dtype_size(t);
-    a.avg_n = op == ACCEL_AVG ? n : 0;
-    rc = stages_reserve(c, "all_reduce", err);
     if (rc != ACCEL_OK)
         return rc;
-    a.stage = s->stage_in;
-    a.wide = s->stage_out;
-    if (t == ACCEL_F32) {
-        a.acc = recv;
-    } else {
+    a->stage = s->stage_in;
+    a->wide = s->stage_out;
+    if (!a->acc_is_out) {
         /* the half kept at the first step, the largest range summed here */
-        unsigned top = s->dims - 1, klo = (c->rank & (1u << top)) ? n / 2 : 0;
-        a.acc_base = comm__block_off(count, n, klo);
-        rc = acc_reserve(c, comm__block_off(count, n, klo + n / 2) - a.acc_base, err);
+        unsigned klo = (c->rank & (n / 2)) ? n / 2 : 0;
+        a->acc_base = boff(ar, bc, n, klo);
+        rc = acc_reserve(c, what, boff(ar, bc, n, klo + n / 2) - a->acc_base, err);
         if (rc != ACCEL_OK)
             return rc;
-        a.acc = s->acc;
+        a->acc = s->acc;
     }
-    comm__sock_hdr(c, &h, SOCK_K_ALL_REDUCE, t, (unsigned)op, 0, count);
-
-    /* reduce-scatter by recursive halving: masks n/2, ..., 1 */
     for (unsigned k = 0; k < s->dims; k++) {
         unsigned d = s->dims - 1 - k, m = 1u << d, mid = lo + (hi - lo) / 2;
         bool upper = (c->rank & m) != 0;
         unsigned klo = upper ? mid : lo, khi = upper ? hi : mid;
         unsigned slo = upper ? lo : mid, shi = upper ? mid : hi;
-        size_t ka = comm__block_off(count, n, klo), kb = comm__block_off(count, n, khi);
-        size_t sa = comm__block_off(count, n, slo), sb = comm__block_off(count, n, shi);
+        size_t ka = boff(ar, bc, n, klo), kb = boff(ar, bc, n, khi);
+        size_t sa = boff(ar, bc, n, slo), sb = boff(ar, bc, n, shi);
         struct xchg x;
 
-        a.step0 = k == 0;
-        a.last = k + 1 == s->dims;
-        a.first = ka;
-        a.wire = a.step0 ? a.es : sizeof(float);
+        a->step0 = k == 0;
+        a->last = k + 1 == s->dims;
+        a->first = ka;
+        a->wire = a->step0 ? a->es : sizeof(float);
         memset(&x, 0, sizeof(x));
-        x.what = "all_reduce";
+        x.what = what;
         x.d = d;
-        x.hdr = &h;
-        if (a.step0) {
-            x.sbuf = a.in + sa * a.es;
-            x.sbytes = (sb - sa) * a.es;
+        x.hdr = h;
+        if (a->step0) {
+            x.sbuf = a->in + sa * a->es;
+            x.sbytes = (sb - sa) * a->es;
         } else {
-            x.sbuf = (const char *)(a.acc + (sa - a.acc_base));
+            x.sbuf = (const char *)(a->acc + (sa - a->acc_base));
             x.sbytes = (sb - sa) * sizeof(float);
         }
         x.rbuf = s->stage_in;
-        x.rbytes = (kb - ka) * a.wire;
+        x.rbytes = (kb - ka) * a->wire;
         /* a piece widens into one chunk of fp32 */
-        x.piece = s->chunk_bytes / sizeof(float) * a.wire;
+        x.piece = s->chunk_bytes / sizeof(float) * a->wire;
         x.sink = ar_sink;
-        x.ctx = &a;
+        x.ctx = a;
         rc = exchange(c, &x, err);
         if (rc != ACCEL_OK)
             return rc;
         lo = klo;
         hi = khi;
     }
+    return ACCEL_OK;
+}
+
+static void ar_init(struct ar *a, const struct accel_comm *c, const void *send, void *recv,
+                    enum accel_dtype t, enum accel_redop op)
+{
+    memset(a, 0, sizeof(*a));
+    a->in = send;
+    a->out = recv;
+    a->t = t;
+    a->es = accel_dtype_size(t);
+    a->avg_n = op == ACCEL_AVG ? c->size : 0;
+}
+
+enum accel_err comm__sock_cube_all_reduce(struct accel_comm *c, const void *send, void *recv,
+                                          size_t count, enum accel_dtype t, enum accel_redop op,
+                                          struct accel_error *err)
+{
+    struct sock_hdr h;
+    struct ar a;
+    enum accel_err rc;
+
+    ar_init(&a, c, send, recv, t, op);
+    if (t == ACCEL_F32) {
+        a.acc_is_out = true;
+        a.acc = recv;
+    }
+    comm__sock_hdr(c, &h, SOCK_K_ALL_REDUCE, t, (unsigned)op, 0, count);
+    rc = halving(c, &a, &h, "all_reduce", true, count, err);
+    if (rc != ACCEL_OK)
+        return rc;
     return doubling(c, "all_reduce", &h, recv, true, count, a.es, err);
+}
+
+enum accel_err comm__sock_cube_reduce_scatter(struct accel_comm *c, const void *send, void *recv,
+                                              size_t recvcount, enum accel_dtype t,
+                                              enum accel_redop op, struct accel_error *err)
+{
+    struct sock_hdr h;
+    struct ar a;
+
+    ar_init(&a, c, send, recv, t, op);
+    a.out_base = (size_t)c->rank * recvcount;
+    comm__sock_hdr(c, &h, SOCK_K_REDUCE_SCATTER, t, (unsigned)op, 0, recvcount);
+    return halving(c, &a, &h, "reduce_scatter", false, (size_t)c->size * recvcount, err);
 }
 
 enum accel_err comm__sock_cube_all_gather(struct accel_comm *c, void *recv, size_t sendcount,

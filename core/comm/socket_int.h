@@ -110,12 +110,15 @@ void comm__sock_close(struct sock *s);
  * neighbours close too or `grace_s` passes, close. */
 void comm__sock_close_graceful(struct sock *s, double grace_s);
 
-/* socket_cube.c: all_reduce and all_gather over the hypercube, for a
+/* socket_cube.c: all_reduce, reduce_scatter and all_gather over the hypercube, for a
  * communicator with s->dims > 0 (the callers check comm__sock_use_cube). */
 bool comm__sock_use_cube(const struct accel_comm *c, uint64_t bytes);
 enum accel_err comm__sock_cube_all_reduce(struct accel_comm *c, const void *send, void *recv,
                                           size_t count, enum accel_dtype t, enum accel_redop op,
                                           struct accel_error *err);
+enum accel_err comm__sock_cube_reduce_scatter(struct accel_comm *c, const void *send, void *recv,
+                                              size_t recvcount, enum accel_dtype t,
+                                              enum accel_redop op, struct accel_error *err);
 enum accel_err comm__sock_cube_all_gather(struct accel_comm *c, void *recv, size_t sendcount,
                                           enum accel_dtype t, struct accel_error *err);
 

@@ -480,6 +480,9 @@ static enum accel_err reducing(struct accel_comm *c, enum ring_kind kind, const 
     }
     if (kind == RING_ALL_REDUCE && comm__sock_use_cube(c, (uint64_t)count * sizeof(float)))
         return comm__sock_cube_all_reduce(c, send, recv, count, t, op, err);
+    if (kind == RING_REDUCE_SCATTER &&
+        comm__sock_use_cube(c, (uint64_t)c->size * count * sizeof(float)))
+        return comm__sock_cube_reduce_scatter(c, send, recv, count, t, op, err);
     p.avg_n = op == ACCEL_AVG ? c->size : 0;
     p.nrs = c->size - 1;
     rc = plan_ring(c, &p, err);

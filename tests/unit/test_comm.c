@@ -355,7 +355,8 @@ static float elem(const void *p, enum accel_dtype t, size_t i)
 /* ACCELRUN_SOCKET_CUBE_MAX as the ranks of the running case see it. */
 static uint64_t cube_max = 16u << 20;
 
-/* Whether an all_reduce of `count` elements runs on the hypercube. */
+/* Whether a reduction of `count` elements in all (all_reduce: count;
+ * reduce_scatter: n x recvcount) runs on the hypercube. */
 static bool cube_used(unsigned n, size_t count)
 {
     return n >= 4 && (n & (n - 1)) == 0 && (uint64_t)count * 4 <= cube_max;
@@ -464,7 +465,8 @@ static int one_op(struct accel_comm *c, enum op op, enum accel_dtype t, size_t c
         rp = recvbuf;
         break;
     case OP_RS:
-        reference_reduce(ref, t, in, n, count, rs_block, r * count, count, avg, false);
+        reference_reduce(ref, t, in, n, count, rs_block, r * count, count, avg,
+                         cube_used(n, (size_t)n * count));
         if (inplace) {
             memcpy(recvbuf, sendbuf, inlen * es);
             rp = recvbuf + r * count * es;
