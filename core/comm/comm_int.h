@@ -28,7 +28,7 @@ struct accel_comm_ops {
     /* *out is a new communicator of the same backend, or NULL for color < 0 */
     enum accel_err (*split)(struct accel_comm *c, int color, int key, struct accel_comm **out,
                             struct accel_error *err);
-    void (*free)(struct accel_comm *c); /* releases c->impl (aborting when c->failed) */
+    void (*free)(struct accel_comm *c);          /* releases c->impl (aborting when c->failed) */
     void *(*stream)(const struct accel_comm *c); /* the cudaStream_t queued on; NULL = none */
 };
 

@@ -3,13 +3,15 @@
  * the two 16-bit types, and the reduction kernels of the CPU path.
  *
  * The kernels are plain loops over contiguous arrays that the compiler
- * vectorises; the conversions work on the bit patterns so that the result
- * does not depend on the FPU's rounding mode or on flush-to-zero.  The ring
- * (socket_ring.c) decides the order in which ranks' values are added; this
- * file only adds two operands at a time, in fp32.
+ * vectorises; the conversions (dtype_conv.h) work on the bit patterns so
+ * that the result does not depend on the FPU's rounding mode or on
+ * flush-to-zero.  The ring (socket_ring.c) decides the order in which
+ * ranks' values are added; this file only adds two operands at a time, in
+ * fp32.
  */
 #include <string.h>
 
+#include "dtype_conv.h"
 #include "dtype_int.h"
 
 size_t accel_dtype_size(enum accel_dtype t)
@@ -37,95 +39,26 @@ const char *accel_dtype_name(enum accel_dtype t)
     return "?";
 }
 
-static uint32_t bits_of(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, sizeof(x));
-    return x;
-}
-
-static float float_of(uint32_t x)
-{
-    float f;
-    memcpy(&f, &x, sizeof(f));
-    return f;
-}
-
+/* The conversions themselves live in dtype_conv.h, shared with core/shard's
+ * CUDA kernels so that both sides round alike. */
 float comm__bf16_to_f32(uint16_t h)
 {
-    return float_of((uint32_t)h << 16);
+    return comm__cvt_bf16_to_f32(h);
 }
 
 uint16_t comm__f32_to_bf16(float f)
 {
-    uint32_t x = bits_of(f);
-
-    /* A NaN must not round into an infinity: keep its top payload bits and
-     * set the quiet bit so that a payload living only in the low half
-     * survives as a NaN. */
-    if ((x & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((x >> 16) | 0x0040u);
-    /* Round to nearest even on the 16 bits dropped; a carry out of the
-     * mantissa bumps the exponent, and past the largest finite value it
-     * gives the infinity, both as IEEE rounding does. */
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return (uint16_t)(x >> 16);
+    return comm__cvt_f32_to_bf16(f);
 }
 
 float comm__f16_to_f32(uint16_t h)
 {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1fu;
-    uint32_t man = h & 0x3ffu;
-
-    if (exp == 0) {
-        /* zero or subnormal: man * 2^-24, exact in fp32 */
-        float v = (float)man * 0x1p-24f;
-        return float_of(bits_of(v) | sign);
-    }
-    if (exp == 31) /* infinity or NaN, payload kept */
-        return float_of(sign | 0x7f800000u | (man << 13));
-    return float_of(sign | ((exp + 112u) << 23) | (man << 13));
+    return comm__cvt_f16_to_f32(h);
 }
 
 uint16_t comm__f32_to_f16(float f)
 {
-    uint32_t x = bits_of(f);
-    uint32_t sign = (x >> 16) & 0x8000u;
-    uint32_t ax = x & 0x7fffffffu;
-    uint32_t q, rem, half;
-
-    if (ax > 0x7f800000u) /* NaN: quiet, top payload bits */
-        return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
-    /* 65520 is halfway between 65504 (the largest fp16) and 65536; ties go to
-     * the even neighbour, which is the infinity */
-    if (ax >= 0x477ff000u)
-        return (uint16_t)(sign | 0x7c00u);
-    if (ax >= 0x38800000u) {
-        /* normal in fp16: rebias the exponent (127 - 15 = 112) and drop 13
-         * mantissa bits, rounding to nearest even; a carry may bump the
-         * exponent, which is still the right encoding */
-        uint32_t r = ax - 0x38000000u;
-        q = r >> 13;
-        rem = r & 0x1fffu;
-        if (rem > 0x1000u || (rem == 0x1000u && (q & 1u)))
-            q++;
-        return (uint16_t)(sign | q);
-    }
-    /* fp16 subnormal or zero: the result is round(|f| * 2^24).  Exactly
-     * 2^-25 is a tie between 0 and the smallest subnormal and goes to 0. */
-    if (ax <= 0x33000000u)
-        return (uint16_t)sign;
-    {
-        uint32_t man = (ax & 0x7fffffu) | 0x800000u;
-        unsigned shift = 126u - (ax >> 23); /* 14 .. 24 */
-        q = man >> shift;
-        rem = man & ((1u << shift) - 1u);
-        half = 1u << (shift - 1u);
-        if (rem > half || (rem == half && (q & 1u)))
-            q++; /* may reach 0x400, the smallest normal: still right */
-        return (uint16_t)(sign | q);
-    }
+    return comm__cvt_f32_to_f16(f);
 }
 
 void comm__to_f32(float *dst, const void *src, size_t n, enum accel_dtype t)

@@ -235,7 +235,8 @@ static enum accel_err sharding(struct accel_shard_opts *o, struct accel_error *e
         if (b == 1)
             return bad(err, ACCEL_EUNSUPPORTED, "FSDP_OFFLOAD_PARAMS", off,
                        "offloading is not supported by core/shard (its buffers are host memory "
-                       "already); set fsdp_offload_params: false");
+                       "on the socket backend already, device memory on nccl); set "
+                       "fsdp_offload_params: false");
     }
     if (version == 2) {
         /* FSDP2 ignores FSDP_SHARDING_STRATEGY; reshard_after_forward is a

@@ -1,46 +1,53 @@
 /*
- * shard.c: the lifecycle of a sharded model and the two collectives around
- * each unit's compute: the all-gather of the compute copy and the
- * reduce-scatter (NO_SHARD: all-reduce) of the gradient.
+ * shard.c: the lifecycle of a sharded model, the accounting of its buffers,
+ * and the accessors.  Which memory the buffers live in is chosen here, once,
+ * from the communicator's backend (mem_int.h): host memory for socket, CUDA
+ * device memory for nccl where this build has core/shard's kernels.
  *
- * 16-bit traffic needs no staging buffer: the gathered fp32 buffer of a unit
- * is twice the size of its 16-bit image, so the 16-bit all-gather lands in
- * its first half and is widened in place from the last element down; the
- * gradient is narrowed in place from the first element up before its
- * reduction.  Both orders only ever overwrite elements already read.  The
- * conversions are core/comm's (round to nearest even, once).
- *
- * This file does not decide any arithmetic of the update (step.c, optim.c),
- * and it never waits on anything but the communicator.
+ * This file does not decide any arithmetic (step.c, optim.c, elem_int.h),
+ * nor the traffic around a unit's compute (gather.c), and it never waits on
+ * anything but the communicator (through mem's put and get on a device).
  */
 #include <math.h>
 #include <string.h>
 
-#include "../comm/dtype_int.h" /* the fp32 <-> bf16/fp16 conversions; see docs/shard.md */
 #include "accel/alloc.h"
 #include "shard_int.h"
 
+/* The memory of the nccl backend: CUDA kernels where nvcc built them. */
+#ifdef ACCEL_HAVE_CUDA
+#define CUDA_OPS (&shard__cuda_ops)
+#else
+#define CUDA_OPS NULL
+#endif
+
 /* ---------------------------------------------------------------- buffers */
 
-float *shard__alloc(struct accel_shard *s, size_t n)
+void *shard__alloc(struct accel_shard *s, size_t bytes, const char *unit, const char *what,
+                   enum accel_err *rc, struct accel_error *err)
 {
-    float *p = accel_calloc(n ? n : 1, sizeof(float));
+    void *p = s->mem->alloc(s->ctx, bytes, unit, what, rc, err);
 
     if (p != NULL) {
-        s->bytes += n * sizeof(float);
+        s->bytes += bytes;
         if (s->bytes > s->peak)
             s->peak = s->bytes;
     }
     return p;
 }
 
+void shard__free(struct accel_shard *s, void *p, size_t bytes)
+{
+    if (p == NULL)
+        return;
+    s->mem->free(s->ctx, p);
+    s->bytes -= bytes;
+}
+
 void shard__release_buf(struct accel_shard *s, float **p, size_t n)
 {
-    if (*p == NULL)
-        return;
-    accel_free(*p);
+    shard__free(s, *p, n * sizeof(float));
     *p = NULL;
-    s->bytes -= n * sizeof(float);
 }
 
 void shard__count(struct accel_shard *s, size_t bytes)
@@ -54,76 +61,105 @@ void shard__count(struct accel_shard *s, size_t bytes)
 /* Slices and optimizer state of every unit. */
 static enum accel_err alloc_slices(struct accel_shard *s, struct accel_error *err)
 {
-    unsigned nstate = s->o.optimizer == ACCEL_ADAMW ? 2 : s->o.momentum > 0.0 ? 1 : 0;
+    bool adamw = s->o.optimizer == ACCEL_ADAMW;
+    unsigned nstate = adamw ? 2 : s->o.momentum > 0.0 ? 1 : 0;
+    const char *state_name[2] = {adamw ? "first moment" : "momentum buffer", "second moment"};
+    enum accel_err rc = ACCEL_OK;
 
     for (size_t u = 0; u < s->nunits; u++) {
         struct shard_unit *d = &s->units[u];
-        d->master = shard__alloc(s, d->slen);
-        d->grad = shard__alloc(s, d->slen);
-        if (d->master == NULL || d->grad == NULL)
-            goto nomem;
+        size_t bytes = d->slen * sizeof(float);
+        if ((d->master = shard__alloc(s, bytes, d->name, "master weights", &rc, err)) == NULL ||
+            (d->grad = shard__alloc(s, bytes, d->name, "gradient slice", &rc, err)) == NULL)
+            return rc;
         for (unsigned k = 0; k < nstate; k++)
-            if ((d->state[k] = shard__alloc(s, d->slen)) == NULL)
-                goto nomem;
+            if ((d->state[k] = shard__alloc(s, bytes, d->name, state_name[k], &rc, err)) == NULL)
+                return rc;
     }
     return ACCEL_OK;
-nomem:
-    return accel_error_set(err, ACCEL_ENOMEM, "shard: out of memory for this rank's slices");
 }
 
 /* Every rank must have passed the same units and options: a mismatch would
  * otherwise show up as collectives of different sizes, or as silently wrong
  * weights.  The hash's bits travel as two fp32 elements, which all_gather
- * copies without arithmetic. */
+ * copies without arithmetic, through the buffer of the norm's partial sums
+ * (in the memory the collectives work on). */
 static enum accel_err agree(struct accel_shard *s, struct accel_error *err)
 {
-    uint64_t mine = shard__layout_hash(s), *all;
+    uint64_t mine = shard__layout_hash(s), theirs;
+    double *slot = &s->partials[s->rank];
     enum accel_err rc;
 
-    all = accel_calloc(s->world, sizeof(*all));
-    if (all == NULL)
-        return accel_error_set(err, ACCEL_ENOMEM, "shard: out of memory");
+    if ((rc = s->mem->put(s->ctx, slot, &mine, sizeof(mine), err)) != ACCEL_OK)
+        return rc;
     shard__count(s, sizeof(mine));
-    rc = accel_all_gather(s->comm, &mine, all, 2, ACCEL_F32, err);
-    for (unsigned r = 0; rc == ACCEL_OK && r < s->world; r++)
-        if (all[r] != mine)
-            rc = accel_error_set(err, ACCEL_EINVAL,
-                                 "shard: rank %u of %u: rank %u passed other units or options "
-                                 "(names, shapes, compute type, strategy, optimizer settings)",
-                                 s->rank, s->world, r);
-    accel_free(all);
-    return rc;
+    if ((rc = accel_all_gather(s->comm, slot, s->partials, 2, ACCEL_F32, err)) != ACCEL_OK ||
+        (rc = s->mem->get(s->ctx, s->partials_host, s->partials, s->world * sizeof(double), err)) !=
+            ACCEL_OK)
+        return rc;
+    for (unsigned r = 0; r < s->world; r++) {
+        memcpy(&theirs, &s->partials_host[r], sizeof(theirs));
+        if (theirs != mine)
+            return accel_error_set(err, ACCEL_EINVAL,
+                                   "shard: rank %u of %u: rank %u passed other units or options "
+                                   "(names, shapes, compute type, strategy, optimizer settings)",
+                                   s->rank, s->world, r);
+    }
+    return ACCEL_OK;
+}
+
+/* The memory for the communicator's backend; NULL when there is none. */
+static const struct shard_mem_ops *mem_for(const struct accel_comm *comm)
+{
+    const char *b = accel_comm_backend(comm);
+
+    if (strcmp(b, "socket") == 0)
+        return &shard__host_ops;
+    if (strcmp(b, "nccl") == 0)
+        return CUDA_OPS;
+    return NULL;
 }
 
 enum accel_err accel_shard_init(struct accel_shard **out, struct accel_comm *comm,
                                 const struct accel_shard_unit *units, size_t nunits,
                                 const struct accel_shard_opts *opts, struct accel_error *err)
 {
+    const struct shard_mem_ops *mem;
     struct accel_shard *s = NULL;
-    enum accel_err rc;
+    enum accel_err rc = ACCEL_OK;
 
     if (out == NULL || comm == NULL || opts == NULL)
         return accel_error_set(err, ACCEL_EINVAL, "shard: init needs out, comm and opts");
     *out = NULL;
     if ((rc = shard__opts_check(opts, err)) != ACCEL_OK)
         return rc;
-    if (strcmp(accel_comm_backend(comm), "socket") != 0)
+    if ((mem = mem_for(comm)) == NULL)
         return accel_error_set(err, ACCEL_EUNSUPPORTED,
-                               "shard: the %s backend needs device buffers; core/shard keeps "
-                               "host buffers and runs on the socket backend only",
+                               strcmp(accel_comm_backend(comm), "nccl") == 0
+                                   ? "shard: the %s backend needs device buffers, and this build "
+                                     "has no CUDA kernels for core/shard (nvcc was not found); "
+                                     "use the socket backend"
+                                   : "shard: no buffers for the %s backend (socket: host memory, "
+                                     "nccl: CUDA device memory)",
                                accel_comm_backend(comm));
     s = accel_calloc(1, sizeof(*s));
     if (s == NULL)
         return accel_error_set(err, ACCEL_ENOMEM, "shard: out of memory");
     s->comm = comm;
+    s->mem = mem;
     s->rank = accel_comm_rank(comm);
     s->world = accel_comm_size(comm);
     s->o = *opts;
     s->scale = opts->compute == ACCEL_F16 ? opts->loss_scale : 1.0;
-    if ((rc = shard__layout(s, units, nunits, err)) != ACCEL_OK)
+    if ((rc = mem->open(&s->ctx, comm, err)) != ACCEL_OK ||
+        (rc = shard__layout(s, units, nunits, err)) != ACCEL_OK)
         goto fail;
-    s->partials = accel_calloc(s->world, sizeof(*s->partials));
-    if (s->partials == NULL) {
+    s->partials =
+        mem->alloc(s->ctx, s->world * sizeof(double), NULL, "the norm's partial sums", &rc, err);
+    if (s->partials == NULL)
+        goto fail;
+    s->partials_host = accel_calloc(s->world, sizeof(double));
+    if (s->partials_host == NULL) {
         rc = accel_error_set(err, ACCEL_ENOMEM, "shard: out of memory");
         goto fail;
     }
@@ -139,21 +175,31 @@ fail:
 
 void accel_shard_free(struct accel_shard *s)
 {
+    const struct shard_mem_ops *m;
+
     if (s == NULL)
         return;
+    m = s->mem;
     for (size_t u = 0; s->units != NULL && u < s->nunits; u++) {
         struct shard_unit *d = &s->units[u];
-        accel_free(d->master);
-        accel_free(d->grad);
-        accel_free(d->state[0]);
-        accel_free(d->state[1]);
         if (d->params != d->master) /* NO_SHARD fp32 lends the master */
-            accel_free(d->params);
-        accel_free(d->grads);
+            m->free(s->ctx, d->params);
+        m->free(s->ctx, d->master);
+        m->free(s->ctx, d->grad);
+        m->free(s->ctx, d->state[0]);
+        m->free(s->ctx, d->state[1]);
+        m->free(s->ctx, d->grads);
     }
+    m->free(s->ctx, s->partials);
+    m->close(s->ctx);
     shard__layout_free(s);
-    accel_free(s->partials);
+    accel_free(s->partials_host);
     accel_free(s);
+}
+
+bool accel_shard_on_device(const struct accel_shard *s)
+{
+    return s != NULL && s->mem != &shard__host_ops;
 }
 
 /* ---------------------------------------------------------------- accessors */
@@ -212,9 +258,9 @@ enum accel_err accel_shard_set_full(struct accel_shard *s, size_t u, const float
     if (u >= s->nunits || full == NULL)
         return accel_error_set(err, ACCEL_EINVAL, "shard: set_full: no unit %zu or no values", u);
     d = &s->units[u];
-    memcpy(d->master, full + d->begin, (d->end - d->begin) * sizeof(float));
     d->gathered = false; /* a held copy no longer matches */
-    return ACCEL_OK;
+    return s->mem->put(s->ctx, d->master, full + d->begin, (d->end - d->begin) * sizeof(float),
+                       err);
 }
 
 enum accel_err accel_shard_restore(struct accel_shard *s, unsigned long step, double loss_scale,
@@ -232,8 +278,7 @@ enum accel_err accel_shard_restore(struct accel_shard *s, unsigned long step, do
     s->step = step;
     s->scale = loss_scale;
     s->good = 0;
-    shard__after_step(s);
-    return ACCEL_OK;
+    return shard__after_step(s, err);
 }
 
 void accel_shard_set_lr(struct accel_shard *s, double lr)
@@ -259,189 +304,4 @@ void accel_shard_traffic(const struct accel_shard *s, uint64_t *calls, uint64_t 
         *calls = s->calls;
     if (bytes != NULL)
         *bytes = s->sent;
-}
-
-/* ---------------------------------------------------------------- gather */
-
-/* 16-bit values at the start of buf widened to fp32 over the whole buffer,
- * from the end: element i's fp32 bytes cover 16-bit elements 2i and 2i+1,
- * which are read at steps 2i and 2i+1 >= i. */
-static void widen_in_place(float *buf, size_t n, enum accel_dtype t)
-{
-    const uint16_t *h = (const uint16_t *)buf;
-
-    for (size_t i = n; i-- > 0;) {
-        uint16_t x = h[i];
-        buf[i] = t == ACCEL_BF16 ? comm__bf16_to_f32(x) : comm__f16_to_f32(x);
-    }
-}
-
-/* fp32 narrowed to 16 bits at the start of the same buffer, from the start:
- * the 16-bit element i lands in fp32 element i/2 <= i, already read. */
-static void narrow_in_place(float *buf, size_t n, enum accel_dtype t)
-{
-    uint16_t *h = (uint16_t *)buf;
-
-    for (size_t i = 0; i < n; i++) {
-        float f = buf[i];
-        h[i] = t == ACCEL_BF16 ? comm__f32_to_bf16(f) : comm__f32_to_f16(f);
-    }
-}
-
-static float round_to(float f, enum accel_dtype t)
-{
-    if (t == ACCEL_BF16)
-        return comm__bf16_to_f32(comm__f32_to_bf16(f));
-    if (t == ACCEL_F16)
-        return comm__f16_to_f32(comm__f32_to_f16(f));
-    return f;
-}
-
-/* NO_SHARD: the compute copy is made locally from the full master. */
-static enum accel_err gather_local(struct accel_shard *s, struct shard_unit *d,
-                                   struct accel_error *err)
-{
-    enum accel_dtype t = s->o.compute;
-
-    if (t == ACCEL_F32) {
-        d->params = d->master;
-        return ACCEL_OK;
-    }
-    if (d->params == NULL && (d->params = shard__alloc(s, d->padded)) == NULL)
-        return accel_error_set(err, ACCEL_ENOMEM, "shard: gather %s: out of memory", d->name);
-    for (size_t i = 0; i < d->padded; i++)
-        d->params[i] = round_to(d->master[i], t);
-    return ACCEL_OK;
-}
-
-enum accel_err accel_shard_gather(struct accel_shard *s, size_t u, struct accel_error *err)
-{
-    struct shard_unit *d;
-    enum accel_dtype t = s->o.compute;
-    size_t es = accel_dtype_size(t);
-    enum accel_err rc;
-
-    if (u >= s->nunits)
-        return accel_error_set(err, ACCEL_EINVAL, "shard: gather: no unit %zu", u);
-    d = &s->units[u];
-    if (d->gathered)
-        return ACCEL_OK;
-    if (s->o.strategy == ACCEL_NO_SHARD) {
-        rc = gather_local(s, d, err);
-        d->gathered = rc == ACCEL_OK;
-        return rc;
-    }
-    if (d->params == NULL && (d->params = shard__alloc(s, d->padded)) == NULL)
-        return accel_error_set(err, ACCEL_ENOMEM, "shard: gather %s: out of memory", d->name);
-    /* this rank's slice goes in place, already in the compute type */
-    if (t == ACCEL_F32)
-        memcpy(d->params + d->off, d->master, d->slen * sizeof(float));
-    else
-        comm__from_f32((uint16_t *)d->params + d->off, d->master, d->slen, t);
-    shard__count(s, d->slen * es);
-    rc = accel_all_gather(s->comm, (char *)d->params + d->off * es, d->params, d->slen, t, err);
-    if (rc != ACCEL_OK)
-        return rc;
-    if (t != ACCEL_F32)
-        widen_in_place(d->params, d->padded, t);
-    d->gathered = true;
-    return ACCEL_OK;
-}
-
-const float *accel_shard_params(struct accel_shard *s, size_t u)
-{
-    if (u >= s->nunits || !s->units[u].gathered)
-        return NULL;
-    return s->units[u].params;
-}
-
-/* Drops the gathered copy of a sharded strategy. */
-static void drop_params(struct accel_shard *s, struct shard_unit *d)
-{
-    d->gathered = false;
-    if (s->o.strategy != ACCEL_NO_SHARD)
-        shard__release_buf(s, &d->params, d->padded);
-}
-
-void accel_shard_release(struct accel_shard *s, size_t u)
-{
-    struct shard_unit *d;
-
-    if (u >= s->nunits)
-        return;
-    d = &s->units[u];
-    /* SHARD_GRAD_OP keeps the copy from forward through the backwards of
-     * every micro-step, and lets it go after the last one */
-    if (s->o.strategy == ACCEL_FULL_SHARD || (s->o.strategy == ACCEL_SHARD_GRAD_OP && d->reduced))
-        drop_params(s, d);
-}
-
-void shard__after_step(struct accel_shard *s)
-{
-    for (size_t u = 0; u < s->nunits; u++) {
-        struct shard_unit *d = &s->units[u];
-        drop_params(s, d);
-        d->reduced = false;
-        memset(d->grad, 0, d->slen * sizeof(float));
-    }
-}
-
-/* ---------------------------------------------------------------- gradients */
-
-float *accel_shard_grads(struct accel_shard *s, size_t u)
-{
-    struct shard_unit *d;
-
-    if (u >= s->nunits)
-        return NULL;
-    d = &s->units[u];
-    if (d->grads == NULL)
-        d->grads = shard__alloc(s, d->padded);
-    return d->grads;
-}
-
-enum accel_err accel_shard_reduce(struct accel_shard *s, size_t u, bool last,
-                                  struct accel_error *err)
-{
-    struct shard_unit *d;
-    enum accel_dtype t = s->o.compute;
-    size_t es = accel_dtype_size(t), n;
-    enum accel_err rc;
-    float *g;
-
-    if (u >= s->nunits)
-        return accel_error_set(err, ACCEL_EINVAL, "shard: reduce: no unit %zu", u);
-    if (!last) /* no_sync: the full gradient keeps accumulating here */
-        return ACCEL_OK;
-    d = &s->units[u];
-    if ((g = accel_shard_grads(s, u)) == NULL)
-        return accel_error_set(err, ACCEL_ENOMEM, "shard: reduce %s: out of memory", d->name);
-    /* the padding must stay zero whatever the trainer wrote past numel */
-    memset(g + d->numel, 0, (d->padded - d->numel) * sizeof(float));
-    if (t != ACCEL_F32)
-        narrow_in_place(g, d->padded, t);
-    if (s->o.strategy == ACCEL_NO_SHARD) {
-        n = d->padded;
-        shard__count(s, n * es);
-        rc = accel_all_reduce(s->comm, g, g, n, t, ACCEL_AVG, err);
-    } else {
-        n = d->slen;
-        shard__count(s, d->padded * es);
-        rc = accel_reduce_scatter(s->comm, g, (char *)g + d->off * es, n, t, ACCEL_AVG, err);
-    }
-    if (rc != ACCEL_OK)
-        return rc;
-    /* add, so that a trainer that reduces a unit twice in a step sums both */
-    if (t == ACCEL_F32) {
-        const float *r = g + (s->o.strategy == ACCEL_NO_SHARD ? 0 : d->off);
-        for (size_t j = 0; j < n; j++)
-            d->grad[j] += r[j];
-    } else {
-        const uint16_t *h = (const uint16_t *)g + (s->o.strategy == ACCEL_NO_SHARD ? 0 : d->off);
-        for (size_t j = 0; j < n; j++)
-            d->grad[j] += t == ACCEL_BF16 ? comm__bf16_to_f32(h[j]) : comm__f16_to_f32(h[j]);
-    }
-    shard__release_buf(s, &d->grads, d->padded);
-    d->reduced = true;
-    return ACCEL_OK;
 }

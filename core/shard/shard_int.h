@@ -1,9 +1,11 @@
 /*
  * shard_int.h (private to core/shard): the state behind accel/shard.h and
- * the pieces its files share.  shard.c owns the lifecycle and the
- * communication of gather and reduce, layout.c the unit table, step.c the
- * norm, clipping and loss scale, optim.c the element-wise updates, opts.c
- * the options and the environment.
+ * the pieces its files share.  shard.c owns the lifecycle, the buffers'
+ * accounting and the accessors, gather.c the communication of gather and
+ * reduce, layout.c the unit table, step.c the norm, clipping and loss scale,
+ * optim.c the optimizers' scalars and the update of every slice, opts.c the
+ * options and the environment.  Where the buffers live and the element-wise
+ * work on them is mem_int.h's (host: mem_host.c; CUDA: device.cu).
  */
 #ifndef ACCEL_SHARD_INT_H
 #define ACCEL_SHARD_INT_H
@@ -13,6 +15,7 @@
 #include <stdint.h>
 
 #include "accel/shard.h"
+#include "mem_int.h"
 
 /* One parameter tensor of the copied unit table. */
 struct shard_param {
@@ -24,7 +27,8 @@ struct shard_param {
 };
 
 /* One unit on this rank.  Slices are [off, off + slen) of the padded flat
- * buffer; for NO_SHARD the slice is the whole buffer (off 0, slen padded). */
+ * buffer; for NO_SHARD the slice is the whole buffer (off 0, slen padded).
+ * The float buffers are in the memory of s->mem (device memory for cuda). */
 struct shard_unit {
     char *name;
     struct shard_param *tensors; /* [nparams] */
@@ -48,6 +52,8 @@ struct shard_unit {
 
 struct accel_shard {
     struct accel_comm *comm;
+    const struct shard_mem_ops *mem; /* where the buffers live */
+    void *ctx;                       /* mem's context */
     unsigned rank, world;
     struct accel_shard_opts o;
     struct shard_unit *units;
@@ -57,9 +63,12 @@ struct accel_shard {
     unsigned good;      /* fp16: finite steps since the scale last changed */
     unsigned long step; /* optimizer steps taken (skipped ones not counted) */
 
-    size_t bytes, peak;   /* of the float buffers above */
+    size_t bytes, peak;   /* of the float buffers above and staging buffers */
     uint64_t calls, sent; /* collectives issued, bytes passed into them */
-    double *partials;     /* [world] per-rank sums of squares, for the norm */
+    /* [world] per-rank sums of squares for the norm (and the hash exchange
+     * of init): in mem's memory, where the collective works, and their host
+     * copy, where the step reads them */
+    double *partials, *partials_host;
 };
 
 /* opts.c: checks every field; the message names the bad one. */
@@ -73,20 +82,26 @@ enum accel_err shard__layout(struct accel_shard *s, const struct accel_shard_uni
 void shard__layout_free(struct accel_shard *s);
 uint64_t shard__layout_hash(const struct accel_shard *s);
 
-/* shard.c: float buffers counted in bytes/peak.  shard__alloc zeroes. */
-float *shard__alloc(struct accel_shard *s, size_t n);
+/* shard.c: buffers in mem's memory counted in bytes/peak.  shard__alloc
+ * zeroes; NULL with *rc and err set on failure; `unit` (may be NULL) and
+ * `what` name the buffer in the message.  shard__free accepts NULL, and
+ * shard__release_buf (n floats) sets *p to NULL. */
+void *shard__alloc(struct accel_shard *s, size_t bytes, const char *unit, const char *what,
+                   enum accel_err *rc, struct accel_error *err);
+void shard__free(struct accel_shard *s, void *p, size_t bytes);
 void shard__release_buf(struct accel_shard *s, float **p, size_t n);
-/* After an update (or a skipped one): gathered copies dropped (they are
- * stale once the master moves), slice gradients zeroed, reduce marks reset. */
-void shard__after_step(struct accel_shard *s);
 /* A collective's bookkeeping: one call of `bytes` sent. */
 void shard__count(struct accel_shard *s, size_t bytes);
 
-/* optim.c: one update of n elements of a slice.  `gmul` multiplies each
- * gradient first (unscale and clip); `t` is the step number from 1. */
-void shard__adamw(const struct accel_shard_opts *o, unsigned long t, float gmul, float *p,
-                  const float *g, float *m, float *v, size_t n);
-void shard__sgd(const struct accel_shard_opts *o, unsigned long t, float gmul, float *p,
-                const float *g, float *buf, size_t n);
+/* gather.c: after an update (or a skipped one): gathered copies dropped
+ * (they are stale once the master moves), slice gradients zeroed, reduce
+ * marks reset. */
+enum accel_err shard__after_step(struct accel_shard *s, struct accel_error *err);
+
+/* optim.c: the update of every unit's slice (its unpadded part) as step
+ * number `t` (from 1).  `gmul` multiplies each gradient first (unscale and
+ * clip). */
+enum accel_err shard__update(struct accel_shard *s, unsigned long t, float gmul,
+                             struct accel_error *err);
 
 #endif

@@ -5,10 +5,11 @@
  *
  * The norm is reduced so that every rank computes the same bits, and so
  * that the result does not depend on the strategy: each rank sums the
- * squares of its slices in fp64 (units in order, elements in order), the
- * partial sums are all-gathered as raw bits, and every rank adds them in
- * rank order.  An all_reduce would also agree across ranks, but in fp32 and
- * in the ring's order; fp64 makes the norm's rounding negligible next to the
+ * squares of its slices in fp64 (units in order; inside a unit, elements in
+ * order on the host, fixed per-block partials added in block order on a
+ * device: mem_int.h), the partial sums are all-gathered as raw bits, and
+ * every rank adds them in rank order, on the host.  An all_reduce would also agree across ranks,
+ * but in fp32 and in the ring's order; fp64 makes the norm's rounding negligible next to the
  * gradients' own.  NO_SHARD holds every slice, so it forms the same per-rank
  * partial sums locally and sends nothing.  No fp32 gradient squared can
  * overflow fp64, so a non-finite total means a non-finite gradient: with
@@ -19,50 +20,37 @@
 
 #include "shard_int.h"
 
-/* Sum of squares of n values, in order, in fp64. */
-static double sumsq(const float *g, size_t n, double acc)
-{
-    for (size_t i = 0; i < n; i++)
-        acc += (double)g[i] * (double)g[i];
-    return acc;
-}
-
+/* Each rank's sum of squares into s->partials_host[0..world). */
 static enum accel_err partial_sums(struct accel_shard *s, struct accel_error *err)
 {
-    double mine = 0.0;
+    const struct shard_mem_ops *m = s->mem;
+    enum accel_err rc;
 
+    if ((rc = m->zero(s->ctx, s->partials, s->world * sizeof(double), err)) != ACCEL_OK)
+        return rc;
     if (s->o.strategy == ACCEL_NO_SHARD) {
         /* slice r of each unit, as rank r of a sharded run would sum it */
-        for (unsigned r = 0; r < s->world; r++) {
-            double acc = 0.0;
+        for (unsigned r = 0; r < s->world; r++)
             for (size_t u = 0; u < s->nunits; u++) {
                 const struct shard_unit *d = &s->units[u];
                 size_t q = d->padded / s->world;
-                acc = sumsq(d->grad + (size_t)r * q, q, acc);
+                if ((rc = m->sumsq(s->ctx, d->grad + (size_t)r * q, q, &s->partials[r], err)) !=
+                    ACCEL_OK)
+                    return rc;
             }
-            s->partials[r] = acc;
-        }
-        return ACCEL_OK;
+    } else {
+        for (size_t u = 0; u < s->nunits; u++)
+            if ((rc = m->sumsq(s->ctx, s->units[u].grad, s->units[u].slen, &s->partials[s->rank],
+                               err)) != ACCEL_OK)
+                return rc;
+        /* in place: this rank's fp64 is elements 2 rank, 2 rank + 1 */
+        shard__count(s, sizeof(double));
+        rc = accel_all_gather(s->comm, &s->partials[s->rank], s->partials, 2, ACCEL_F32, err);
+        if (rc != ACCEL_OK)
+            return rc;
     }
-    for (size_t u = 0; u < s->nunits; u++)
-        mine = sumsq(s->units[u].grad, s->units[u].slen, mine);
-    shard__count(s, sizeof(mine));
-    return accel_all_gather(s->comm, &mine, s->partials, 2, ACCEL_F32, err);
-}
-
-static void update(struct accel_shard *s, float gmul)
-{
-    unsigned long t = s->step + 1;
-
-    for (size_t u = 0; u < s->nunits; u++) {
-        struct shard_unit *d = &s->units[u];
-        size_t n = d->end - d->begin; /* the slice's unpadded part starts at its start */
-        if (s->o.optimizer == ACCEL_ADAMW)
-            shard__adamw(&s->o, t, gmul, d->master, d->grad, d->state[0], d->state[1], n);
-        else
-            shard__sgd(&s->o, t, gmul, d->master, d->grad, d->state[0], n);
-    }
-    s->step = t;
+    /* the one wait of a step on a device: the norm decides on the host */
+    return m->get(s->ctx, s->partials_host, s->partials, s->world * sizeof(double), err);
 }
 
 enum accel_err accel_shard_step(struct accel_shard *s, struct accel_shard_stats *st,
@@ -80,9 +68,9 @@ enum accel_err accel_shard_step(struct accel_shard *s, struct accel_shard_stats 
                                    s->units[u].name);
     if ((rc = partial_sums(s, err)) != ACCEL_OK)
         return rc;
-    total = s->partials[0];
+    total = s->partials_host[0];
     for (unsigned r = 1; r < s->world; r++)
-        total += s->partials[r];
+        total += s->partials_host[r];
     norm = sqrt(total) / s->scale;
     skip = fp16 && !isfinite(total);
     if (skip) {
@@ -99,13 +87,16 @@ enum accel_err accel_shard_step(struct accel_shard *s, struct accel_shard_stats 
         }
         /* the scale is a power of two: unscaling is exact, and folding it
          * into the clip factor costs no rounding */
-        update(s, (float)(coef / s->scale));
+        if ((rc = shard__update(s, s->step + 1, (float)(coef / s->scale), err)) != ACCEL_OK)
+            return rc;
+        s->step++;
         if (fp16 && ++s->good >= s->o.scale_window) {
             s->scale *= 2;
             s->good = 0;
         }
     }
-    shard__after_step(s);
+    if ((rc = shard__after_step(s, err)) != ACCEL_OK)
+        return rc;
     if (st != NULL) {
         memset(st, 0, sizeof(*st));
         st->grad_norm = norm;

@@ -47,10 +47,23 @@
  * SHARD_GRAD_OP (parameters kept gathered from forward to backward),
  * NO_SHARD (every rank holds everything; gradients all-reduced).
  *
- * Buffers are host memory: the communicator must use the socket backend
- * (accel_shard_init refuses nccl with ACCEL_EUNSUPPORTED).  The socket
- * backend is synchronous, so nothing overlaps: accel_shard_gather(u + 1)
- * called early is where a backend with streams would prefetch (docs/shard.md).
+ * Memory follows the communicator's backend.  socket: every buffer is host
+ * memory and every call is complete on return.  nccl (where this build has
+ * core/shard's CUDA kernels; else ACCEL_EUNSUPPORTED): every buffer (master
+ * slices, gradient slices, optimizer state, gathered parameters, full
+ * gradients, 16-bit staging) is CUDA device memory of the device current at
+ * accel_shard_init, which must stay current; the pointers handed out
+ * (accel_shard_params, _grads, _master, _optim_state) are device pointers,
+ * and all of the shard's work, collectives and kernels, is queued on the
+ * communicator's stream, accel_comm_cuda_stream(comm), and returns without
+ * waiting.  The trainer queues its kernels on that same stream, which orders
+ * them with the shard's without a sync; work on another stream, and host
+ * reads, must wait for that stream first (accel_comm_sync).  The shard
+ * waits only where it needs a value on the host: accel_shard_step (the
+ * norm), accel_shard_set_full and accel_shard_init, each through
+ * accel_comm_sync (bounded by the communicator's timeout).  Nothing overlaps
+ * on socket; on nccl accel_shard_gather(u + 1) called early queues the next
+ * all-gather behind the current work (docs/shard.md).
  *
  * Ownership: accel_shard_init copies the unit specs; accel_shard_free frees
  * everything.  The communicator stays the caller's and must outlive the
@@ -139,12 +152,19 @@ struct accel_shard;
  * checks that every rank passed the same units and options (one all-gather
  * of a hash).  Collective.  Errors: ACCEL_EINVAL (an empty unit, a zero
  * dimension, a NULL name, bad options, ranks that disagree), ACCEL_ETOOBIG
- * (caps, sizes that overflow), ACCEL_EUNSUPPORTED (not the socket backend),
- * ACCEL_ENOMEM, and the communicator's errors. */
+ * (caps, sizes that overflow), ACCEL_EUNSUPPORTED (a backend other than
+ * socket and nccl; nccl in a build without core/shard's CUDA kernels; a
+ * device without stream-ordered memory pools), ACCEL_ENOMEM (host or device
+ * memory), ACCEL_EIO (another CUDA failure: the message names the call and
+ * CUDA's reason), and the communicator's errors. */
 enum accel_err accel_shard_init(struct accel_shard **out, struct accel_comm *comm,
                                 const struct accel_shard_unit *units, size_t nunits,
                                 const struct accel_shard_opts *opts,
                                 struct accel_error *err) ACCEL_WUR;
+
+/* True when the buffers are CUDA device memory (the nccl backend), false
+ * when they are host memory (socket). */
+bool accel_shard_on_device(const struct accel_shard *s);
 
 /* Number of elements of unit u (unpadded) and of its parameter p's offset
  * inside the unit's flat buffer. */
@@ -156,19 +176,24 @@ size_t accel_shard_nunits(const struct accel_shard *s);
 
 /* Sets unit u's master weights from the full fp32 values `full` (numel
  * elements, the same on every rank: e.g. initialised from one seed); each
- * rank keeps its slice.  Local, no communication. */
+ * rank keeps its slice.  `full` is host memory on either backend (copied to
+ * the device, complete on return: the caller may reuse it).  Local, no
+ * communication.  Errors: ACCEL_EINVAL, and on a device those of the copy
+ * and of accel_comm_sync. */
 enum accel_err accel_shard_set_full(struct accel_shard *s, size_t u, const float *full,
                                     struct accel_error *err) ACCEL_WUR;
 
 /* This rank's slice of unit u: master weights (fp32) and their range
  * [*begin, *end) in the unpadded flat buffer (empty when the slice is all
- * padding).  For checkpoints. */
+ * padding).  For checkpoints.  A device pointer on a device: copy on the
+ * communicator's stream, or after accel_comm_sync. */
 float *accel_shard_master(struct accel_shard *s, size_t u, size_t *begin, size_t *end);
 
 /* This rank's slice of unit u's optimizer state k, over the same range as
  * accel_shard_master: AdamW k = 0 the first moment, k = 1 the second; SGD
  * k = 0 the momentum buffer.  NULL where there is none (SGD without
- * momentum, k out of range).  For checkpoints; writable, to load one. */
+ * momentum, k out of range).  For checkpoints; writable, to load one (a
+ * device pointer on a device, as accel_shard_master). */
 float *accel_shard_optim_state(struct accel_shard *s, size_t u, unsigned k);
 
 /* Resumes from a checkpoint: sets the optimizer step count (AdamW's bias
@@ -191,7 +216,11 @@ enum accel_err accel_shard_gather(struct accel_shard *s, size_t u,
  * gathered (and after accel_shard_step, which makes every gathered copy
  * stale); and its full gradient buffer (numel fp32), which backward ADDS
  * into, allocated and zeroed on first use in a step (NULL when that
- * allocation fails).  Write only the first numel elements. */
+ * allocation fails; the reason is logged).  Write only the first numel
+ * elements.  Device pointers on a device, valid for kernels queued on the
+ * communicator's stream after the call (the gather and the zeroing are
+ * queued there), until release, reduce or step frees them (also in stream
+ * order). */
 const float *accel_shard_params(struct accel_shard *s, size_t u);
 float *accel_shard_grads(struct accel_shard *s, size_t u);
 
@@ -235,8 +264,9 @@ void accel_shard_set_lr(struct accel_shard *s, double lr);
 /* fp16: the factor to multiply the loss gradient by; 1 otherwise. */
 double accel_shard_loss_scale(const struct accel_shard *s);
 
-/* Bytes this rank holds now (slices, state, gathered units, gradients) and
- * the most it held since init: for the memory benchmark. */
+/* Bytes this rank holds now (slices, state, gathered units, gradients; on a
+ * device also the 16-bit staging buffer a gather or reduce holds during the
+ * call) and the most it held since init: for the memory benchmark. */
 size_t accel_shard_bytes(const struct accel_shard *s, size_t *peak);
 
 /* Collectives this rank has issued and the bytes it passed into them (the
@@ -244,7 +274,8 @@ size_t accel_shard_bytes(const struct accel_shard *s, size_t *peak);
  * nothing, and for the benchmark. */
 void accel_shard_traffic(const struct accel_shard *s, uint64_t *calls, uint64_t *bytes);
 
-/* Frees everything; NULL is allowed. */
+/* Frees everything; NULL is allowed.  On a device the frees are queued on
+ * the communicator's stream (work queued before them still completes). */
 void accel_shard_free(struct accel_shard *s);
 
 #endif
