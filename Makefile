@@ -252,6 +252,7 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory fuzz-replay
 	$(Q)sh tests/cli/run.sh $(CLI)
 	$(Q)bash tests/examples/run.sh $(BUILD)
+	$(Q)bash tests/examples/cuda_emu/run.sh $(BUILD)
 	$(Q)sh tests/install/run.sh
 	$(Q)$(MAKE) --no-print-directory test-slurm
 

@@ -4,13 +4,17 @@
  * comes from loop order (inner loops over contiguous memory, written as
  * axpy where possible so the compiler can vectorise without reassociating)
  * and from eight independent partial sums in the dot products, combined in a
- * fixed tree.  Nothing here allocates.
+ * fixed tree.  The kernels do not allocate.  The end of the file is the CPU
+ * backend of ops.h (gpt_cpu_ops): calloc'd host memory and an entry per
+ * kernel that calls it unchanged.
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
+#include "ops.h"
 
 void gpt_encoder_forward(float *out, const unsigned char *tok, const float *wte, const float *wpe,
                          size_t B, size_t T, size_t C)
@@ -307,3 +311,187 @@ void gpt_round_bf16(float *x, size_t n)
         memcpy(&x[i], &u, sizeof u);
     }
 }
+
+/* ---------------------------------------------------------------- gpt_cpu_ops */
+
+static void *cpu_alloc(void *ctx, size_t bytes)
+{
+    (void)ctx;
+    return calloc(bytes ? bytes : 1, 1);
+}
+
+static void cpu_free(void *ctx, void *p)
+{
+    (void)ctx;
+    free(p);
+}
+
+static void cpu_zero(void *ctx, void *p, size_t bytes)
+{
+    (void)ctx;
+    memset(p, 0, bytes);
+}
+
+static void cpu_upload(void *ctx, void *dst, const void *src, size_t bytes)
+{
+    (void)ctx;
+    if (dst != src)
+        memcpy(dst, src, bytes);
+}
+
+static int cpu_download(void *ctx, void *dst, const void *src, size_t bytes, char *why,
+                        size_t whylen)
+{
+    (void)ctx;
+    (void)why;
+    (void)whylen;
+    if (dst != src)
+        memcpy(dst, src, bytes);
+    return 0;
+}
+
+static int cpu_status(void *ctx, char *why, size_t whylen)
+{
+    (void)ctx;
+    (void)why;
+    (void)whylen;
+    return 0;
+}
+
+static size_t cpu_attention_scratch(size_t B, size_t T, size_t NH)
+{
+    (void)B;
+    (void)NH;
+    return T;
+}
+
+static void cpu_encoder_forward(void *ctx, float *out, const unsigned char *tok, const float *wte,
+                                const float *wpe, size_t B, size_t T, size_t C)
+{
+    (void)ctx;
+    gpt_encoder_forward(out, tok, wte, wpe, B, T, C);
+}
+
+static void cpu_encoder_backward(void *ctx, float *dwte, float *dwpe, const float *dout,
+                                 const unsigned char *tok, size_t B, size_t T, size_t C)
+{
+    (void)ctx;
+    gpt_encoder_backward(dwte, dwpe, dout, tok, B, T, C);
+}
+
+static void cpu_layernorm_forward(void *ctx, float *out, float *mean, float *rstd, const float *inp,
+                                  const float *w, const float *b, size_t N, size_t C)
+{
+    (void)ctx;
+    gpt_layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+}
+
+static void cpu_layernorm_backward(void *ctx, float *dinp, float *dw, float *db, const float *dout,
+                                   const float *inp, const float *w, const float *mean,
+                                   const float *rstd, size_t N, size_t C)
+{
+    (void)ctx;
+    gpt_layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+}
+
+static void cpu_matmul_forward(void *ctx, float *out, const float *inp, const float *w,
+                               const float *b, size_t N, size_t C, size_t OC)
+{
+    (void)ctx;
+    gpt_matmul_forward(out, inp, w, b, N, C, OC);
+}
+
+static void cpu_matmul_backward(void *ctx, float *dinp, float *dw, float *db, const float *dout,
+                                const float *inp, const float *w, size_t N, size_t C, size_t OC)
+{
+    (void)ctx;
+    gpt_matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC);
+}
+
+static void cpu_attention_forward(void *ctx, float *out, float *att, const float *qkv, size_t B,
+                                  size_t T, size_t C, size_t NH)
+{
+    (void)ctx;
+    gpt_attention_forward(out, att, qkv, B, T, C, NH);
+}
+
+static void cpu_attention_backward(void *ctx, float *dqkv, const float *dout, const float *qkv,
+                                   const float *att, float *scratch, size_t B, size_t T, size_t C,
+                                   size_t NH)
+{
+    (void)ctx;
+    gpt_attention_backward(dqkv, dout, qkv, att, scratch, B, T, C, NH);
+}
+
+static void cpu_gelu_forward(void *ctx, float *out, const float *inp, size_t n)
+{
+    (void)ctx;
+    gpt_gelu_forward(out, inp, n);
+}
+
+static void cpu_gelu_backward(void *ctx, float *dinp, const float *inp, const float *dout, size_t n)
+{
+    (void)ctx;
+    gpt_gelu_backward(dinp, inp, dout, n);
+}
+
+static void cpu_residual_forward(void *ctx, float *out, const float *a, const float *b, size_t n)
+{
+    (void)ctx;
+    gpt_residual_forward(out, a, b, n);
+}
+
+static void cpu_crossentropy_forward(void *ctx, float *probs, float *losses, const float *logits,
+                                     const unsigned char *targets, size_t N, size_t V, double *sum,
+                                     double *acc)
+{
+    (void)ctx;
+    *sum = gpt_crossentropy_forward(probs, losses, logits, targets, N, V);
+    *acc += *sum;
+}
+
+static void cpu_crossentropy_backward(void *ctx, float *probs, const unsigned char *targets,
+                                      float dloss, size_t N, size_t V)
+{
+    (void)ctx;
+    gpt_crossentropy_backward(probs, targets, dloss, N, V);
+}
+
+static void cpu_round_bf16(void *ctx, float *x, size_t n)
+{
+    (void)ctx;
+    gpt_round_bf16(x, n);
+}
+
+static void cpu_loss_mean(void *ctx, float *out, const double *acc, double denom)
+{
+    (void)ctx;
+    *out = (float)(*acc / denom);
+}
+
+const struct gpt_ops gpt_cpu_ops = {
+    .name = "cpu",
+    .host = true,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .zero = cpu_zero,
+    .upload = cpu_upload,
+    .download = cpu_download,
+    .status = cpu_status,
+    .attention_scratch = cpu_attention_scratch,
+    .encoder_forward = cpu_encoder_forward,
+    .encoder_backward = cpu_encoder_backward,
+    .layernorm_forward = cpu_layernorm_forward,
+    .layernorm_backward = cpu_layernorm_backward,
+    .matmul_forward = cpu_matmul_forward,
+    .matmul_backward = cpu_matmul_backward,
+    .attention_forward = cpu_attention_forward,
+    .attention_backward = cpu_attention_backward,
+    .gelu_forward = cpu_gelu_forward,
+    .gelu_backward = cpu_gelu_backward,
+    .residual_forward = cpu_residual_forward,
+    .crossentropy_forward = cpu_crossentropy_forward,
+    .crossentropy_backward = cpu_crossentropy_backward,
+    .round_bf16 = cpu_round_bf16,
+    .loss_mean = cpu_loss_mean,
+};

@@ -1,14 +1,15 @@
 /*
  * model.c: the example GPT's units (see model.h): parameter layout and
  * initialisation, activations, and each unit's forward and backward written
- * as calls to kernels.c.  Does not communicate, shard or allocate per step.
+ * as calls through the backend table of ops.h (the CPU's calls kernels.c
+ * unchanged; the CUDA one queues kernels on a stream).  Does not
+ * communicate, shard, allocate per step or wait for a device.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
 #include "model.h"
 #include "rng.h"
 
@@ -92,18 +93,30 @@ static void layout(struct gpt_model *m)
     }
 }
 
-/* One calloc per activation, counted in act_bytes; NULL sets *fail. */
-static float *act(struct gpt_model *m, size_t n, int *fail)
+/* One zeroed allocation per buffer in the backend's memory, counted in
+ * act_bytes; NULL sets *fail. */
+static void *buf(struct gpt_model *m, size_t bytes, int *fail)
 {
-    float *p = calloc(n, sizeof *p);
+    void *p = m->ops->alloc(m->ctx, bytes);
     if (!p)
         *fail = 1;
-    m->act_bytes += n * sizeof *p;
+    m->act_bytes += bytes;
     return p;
+}
+
+static float *act(struct gpt_model *m, size_t n, int *fail)
+{
+    return buf(m, n * sizeof(float), fail);
 }
 
 int gpt_init(struct gpt_model *m, const struct gpt_config *cfg, size_t B, bool bf16_acts, char *why,
              size_t whylen)
+{
+    return gpt_init_on(m, cfg, B, bf16_acts, &gpt_cpu_ops, NULL, why, whylen);
+}
+
+int gpt_init_on(struct gpt_model *m, const struct gpt_config *cfg, size_t B, bool bf16_acts,
+                const struct gpt_ops *ops, void *ctx, char *why, size_t whylen)
 {
     size_t T = cfg->T, C = cfg->C, L = cfg->L, NH = cfg->NH, N, V = GPT_VOCAB;
     int fail = 0;
@@ -120,6 +133,8 @@ int gpt_init(struct gpt_model *m, const struct gpt_config *cfg, size_t B, bool b
     m->cfg = *cfg;
     m->B = B;
     m->bf16_acts = bf16_acts;
+    m->ops = ops;
+    m->ctx = ctx;
     layout(m);
     N = B * T;
     m->tok = calloc(N, 1);
@@ -128,6 +143,12 @@ int gpt_init(struct gpt_model *m, const struct gpt_config *cfg, size_t B, bool b
     if (!m->tok || !m->tgt || !m->blk)
         fail = 1;
     m->act_bytes = 2 * N + L * sizeof *m->blk;
+    /* a host backend reads the inputs and the loss where they are */
+    m->dtok = ops->host ? m->tok : buf(m, N, &fail);
+    m->dtgt = ops->host ? m->tgt : buf(m, N, &fail);
+    m->loss_cell = ops->host ? &m->loss_sum : buf(m, sizeof(double), &fail);
+    m->loss_acc = buf(m, sizeof(double), &fail);
+    m->loss_mean = act(m, 1, &fail);
     m->x0 = act(m, N * C, &fail);
     for (size_t l = 0; l < L && m->blk; l++) {
         struct gpt_block_acts *a = &m->blk[l];
@@ -153,9 +174,13 @@ int gpt_init(struct gpt_model *m, const struct gpt_config *cfg, size_t B, bool b
     m->dres = act(m, N * C, &fail);
     m->scr_a = act(m, N * 4 * C, &fail);
     m->scr_b = act(m, N * C, &fail);
-    m->scr_t = act(m, T, &fail);
+    m->scr_t = act(m, ops->attention_scratch(B, T, NH), &fail);
     if (fail) {
-        snprintf(why, whylen, "out of memory for the activations (%zu bytes)", m->act_bytes);
+        char more[384];
+        int n = snprintf(why, whylen, "out of %s memory for the activations (%zu bytes)", ops->name,
+                         m->act_bytes);
+        if (ops->status(ctx, more, sizeof more) && n >= 0 && (size_t)n < whylen)
+            snprintf(why + n, whylen - (size_t)n, ": %s", more);
         gpt_free(m);
         return -1;
     }
@@ -166,26 +191,29 @@ void gpt_free(struct gpt_model *m)
 {
     if (!m)
         return;
-    for (size_t l = 0; l < m->cfg.L && m->blk; l++) {
-        struct gpt_block_acts *a = &m->blk[l];
-        float *p[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->att,      a->atty, a->res2,
-                      a->ln2, a->ln2_mean, a->ln2_rstd, a->fch, a->fch_gelu, a->res3};
+    if (m->ops) {
+        const struct gpt_ops *o = m->ops;
+        for (size_t l = 0; l < m->cfg.L && m->blk; l++) {
+            struct gpt_block_acts *a = &m->blk[l];
+            float *p[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->att,      a->atty, a->res2,
+                          a->ln2, a->ln2_mean, a->ln2_rstd, a->fch, a->fch_gelu, a->res3};
+            for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+                o->free(m->ctx, p[i]);
+        }
+        if (m->dtok != m->tok)
+            o->free(m->ctx, m->dtok);
+        if (m->dtgt != m->tgt)
+            o->free(m->ctx, m->dtgt);
+        if (m->loss_cell != &m->loss_sum)
+            o->free(m->ctx, m->loss_cell);
+        void *p[] = {m->loss_acc, m->loss_mean, m->x0,   m->lnf,   m->lnf_mean, m->lnf_rstd,
+                     m->probs,    m->losses,    m->dres, m->scr_a, m->scr_b,    m->scr_t};
         for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
-            free(p[i]);
+            o->free(m->ctx, p[i]);
     }
     free(m->blk);
     free(m->tok);
     free(m->tgt);
-    free(m->x0);
-    free(m->lnf);
-    free(m->lnf_mean);
-    free(m->lnf_rstd);
-    free(m->probs);
-    free(m->losses);
-    free(m->dres);
-    free(m->scr_a);
-    free(m->scr_b);
-    free(m->scr_t);
     memset(m, 0, sizeof *m);
 }
 
@@ -238,32 +266,34 @@ static float *head_input(const struct gpt_model *m)
 static void maybe_bf16(const struct gpt_model *m, float *x, size_t n)
 {
     if (m->bf16_acts)
-        gpt_round_bf16(x, n);
+        m->ops->round_bf16(m->ctx, x, n);
 }
 
 static void block_forward(struct gpt_model *m, size_t l, const float *p, const size_t *off)
 {
     size_t B = m->B, T = m->cfg.T, C = m->cfg.C, NH = m->cfg.NH, N = B * T;
+    const struct gpt_ops *o = m->ops;
+    void *c = m->ctx;
     struct gpt_block_acts *a = &m->blk[l];
     const float *x = block_input(m, l);
     float *tmp = m->scr_b; /* (N, C) a projection before the residual add */
 
-    gpt_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p + off[P_LN1W], p + off[P_LN1B], N,
-                          C);
+    o->layernorm_forward(c, a->ln1, a->ln1_mean, a->ln1_rstd, x, p + off[P_LN1W], p + off[P_LN1B],
+                         N, C);
     maybe_bf16(m, a->ln1, N * C);
-    gpt_matmul_forward(a->qkv, a->ln1, p + off[P_QKVW], p + off[P_QKVB], N, C, 3 * C);
-    gpt_attention_forward(a->atty, a->att, a->qkv, B, T, C, NH);
+    o->matmul_forward(c, a->qkv, a->ln1, p + off[P_QKVW], p + off[P_QKVB], N, C, 3 * C);
+    o->attention_forward(c, a->atty, a->att, a->qkv, B, T, C, NH);
     maybe_bf16(m, a->atty, N * C);
-    gpt_matmul_forward(tmp, a->atty, p + off[P_PROJW], p + off[P_PROJB], N, C, C);
-    gpt_residual_forward(a->res2, x, tmp, N * C);
-    gpt_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p + off[P_LN2W],
-                          p + off[P_LN2B], N, C);
+    o->matmul_forward(c, tmp, a->atty, p + off[P_PROJW], p + off[P_PROJB], N, C, C);
+    o->residual_forward(c, a->res2, x, tmp, N * C);
+    o->layernorm_forward(c, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p + off[P_LN2W],
+                         p + off[P_LN2B], N, C);
     maybe_bf16(m, a->ln2, N * C);
-    gpt_matmul_forward(a->fch, a->ln2, p + off[P_FCW], p + off[P_FCB], N, C, 4 * C);
-    gpt_gelu_forward(a->fch_gelu, a->fch, N * 4 * C);
+    o->matmul_forward(c, a->fch, a->ln2, p + off[P_FCW], p + off[P_FCB], N, C, 4 * C);
+    o->gelu_forward(c, a->fch_gelu, a->fch, N * 4 * C);
     maybe_bf16(m, a->fch_gelu, N * 4 * C);
-    gpt_matmul_forward(tmp, a->fch_gelu, p + off[P_FCPROJW], p + off[P_FCPROJB], N, 4 * C, C);
-    gpt_residual_forward(a->res3, a->res2, tmp, N * C);
+    o->matmul_forward(c, tmp, a->fch_gelu, p + off[P_FCPROJW], p + off[P_FCPROJB], N, 4 * C, C);
+    o->residual_forward(c, a->res3, a->res2, tmp, N * C);
 }
 
 /* m->dres holds d(loss)/d(res3) on entry and d(loss)/d(input) on return: the
@@ -272,70 +302,101 @@ static void block_backward(struct gpt_model *m, size_t l, const float *p, float 
                            const size_t *off)
 {
     size_t B = m->B, T = m->cfg.T, C = m->cfg.C, NH = m->cfg.NH, N = B * T;
+    const struct gpt_ops *o = m->ops;
+    void *c = m->ctx;
     struct gpt_block_acts *a = &m->blk[l];
     const float *x = block_input(m, l);
     float *d4 = m->scr_a, *d1 = m->scr_b;
 
     /* MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2)))) */
-    memset(d4, 0, N * 4 * C * sizeof *d4);
-    gpt_matmul_backward(d4, g + off[P_FCPROJW], g + off[P_FCPROJB], m->dres, a->fch_gelu,
-                        p + off[P_FCPROJW], N, 4 * C, C);
-    gpt_gelu_backward(d4, a->fch, d4, N * 4 * C); /* in place: d(fch) from d(fch_gelu) */
-    memset(d1, 0, N * C * sizeof *d1);
-    gpt_matmul_backward(d1, g + off[P_FCW], g + off[P_FCB], d4, a->ln2, p + off[P_FCW], N, C,
-                        4 * C);
-    gpt_layernorm_backward(m->dres, g + off[P_LN2W], g + off[P_LN2B], d1, a->res2, p + off[P_LN2W],
-                           a->ln2_mean, a->ln2_rstd, N, C);
+    o->zero(c, d4, N * 4 * C * sizeof *d4);
+    o->matmul_backward(c, d4, g + off[P_FCPROJW], g + off[P_FCPROJB], m->dres, a->fch_gelu,
+                       p + off[P_FCPROJW], N, 4 * C, C);
+    o->gelu_backward(c, d4, a->fch, d4, N * 4 * C); /* in place: d(fch) from d(fch_gelu) */
+    o->zero(c, d1, N * C * sizeof *d1);
+    o->matmul_backward(c, d1, g + off[P_FCW], g + off[P_FCB], d4, a->ln2, p + off[P_FCW], N, C,
+                       4 * C);
+    o->layernorm_backward(c, m->dres, g + off[P_LN2W], g + off[P_LN2B], d1, a->res2,
+                          p + off[P_LN2W], a->ln2_mean, a->ln2_rstd, N, C);
 
     /* attention branch: res2 = x + proj(attn(qkv(ln1(x)))) */
-    memset(d1, 0, N * C * sizeof *d1);
-    gpt_matmul_backward(d1, g + off[P_PROJW], g + off[P_PROJB], m->dres, a->atty, p + off[P_PROJW],
-                        N, C, C);
-    memset(d4, 0, N * 3 * C * sizeof *d4);
-    gpt_attention_backward(d4, d1, a->qkv, a->att, m->scr_t, B, T, C, NH);
-    memset(d1, 0, N * C * sizeof *d1);
-    gpt_matmul_backward(d1, g + off[P_QKVW], g + off[P_QKVB], d4, a->ln1, p + off[P_QKVW], N, C,
-                        3 * C);
-    gpt_layernorm_backward(m->dres, g + off[P_LN1W], g + off[P_LN1B], d1, x, p + off[P_LN1W],
-                           a->ln1_mean, a->ln1_rstd, N, C);
+    o->zero(c, d1, N * C * sizeof *d1);
+    o->matmul_backward(c, d1, g + off[P_PROJW], g + off[P_PROJB], m->dres, a->atty,
+                       p + off[P_PROJW], N, C, C);
+    o->zero(c, d4, N * 3 * C * sizeof *d4);
+    o->attention_backward(c, d4, d1, a->qkv, a->att, m->scr_t, B, T, C, NH);
+    o->zero(c, d1, N * C * sizeof *d1);
+    o->matmul_backward(c, d1, g + off[P_QKVW], g + off[P_QKVB], d4, a->ln1, p + off[P_QKVW], N, C,
+                       3 * C);
+    o->layernorm_backward(c, m->dres, g + off[P_LN1W], g + off[P_LN1B], d1, x, p + off[P_LN1W],
+                          a->ln1_mean, a->ln1_rstd, N, C);
 }
 
 void gpt_forward(struct gpt_model *m, size_t u, const float *params)
 {
     size_t T = m->cfg.T, C = m->cfg.C, L = m->cfg.L, N = m->B * T, V = GPT_VOCAB;
+    const struct gpt_ops *o = m->ops;
+    void *c = m->ctx;
     size_t off[GPT_BLOCK_PARAMS];
 
     offsets(&m->units[u], off);
     if (u == 0) {
-        gpt_encoder_forward(m->x0, m->tok, params + off[0], params + off[1], m->B, T, C);
+        o->upload(c, m->dtok, m->tok, N);
+        o->upload(c, m->dtgt, m->tgt, N);
+        o->encoder_forward(c, m->x0, m->dtok, params + off[0], params + off[1], m->B, T, C);
     } else if (u <= L) {
         block_forward(m, u - 1, params, off);
     } else {
-        gpt_layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, head_input(m), params + off[0],
-                              params + off[1], N, C);
+        o->layernorm_forward(c, m->lnf, m->lnf_mean, m->lnf_rstd, head_input(m), params + off[0],
+                             params + off[1], N, C);
         maybe_bf16(m, m->lnf, N * C);
-        gpt_matmul_forward(m->probs, m->lnf, params + off[2], params + off[3], N, C, V);
-        m->loss_sum = gpt_crossentropy_forward(m->probs, m->losses, m->probs, m->tgt, N, V);
+        o->matmul_forward(c, m->probs, m->lnf, params + off[2], params + off[3], N, C, V);
+        o->crossentropy_forward(c, m->probs, m->losses, m->probs, m->dtgt, N, V, m->loss_cell,
+                                m->loss_acc);
     }
 }
 
 void gpt_backward(struct gpt_model *m, size_t u, const float *params, float *grads, float dloss)
 {
     size_t T = m->cfg.T, C = m->cfg.C, L = m->cfg.L, N = m->B * T, V = GPT_VOCAB;
+    const struct gpt_ops *o = m->ops;
+    void *c = m->ctx;
     size_t off[GPT_BLOCK_PARAMS];
 
     offsets(&m->units[u], off);
     if (u == 0) {
-        gpt_encoder_backward(grads + off[0], grads + off[1], m->dres, m->tok, m->B, T, C);
+        o->encoder_backward(c, grads + off[0], grads + off[1], m->dres, m->dtok, m->B, T, C);
     } else if (u <= L) {
         block_backward(m, u - 1, params, grads, off);
     } else {
-        gpt_crossentropy_backward(m->probs, m->tgt, dloss, N, V);
-        memset(m->scr_b, 0, N * C * sizeof *m->scr_b);
-        gpt_matmul_backward(m->scr_b, grads + off[2], grads + off[3], m->probs, m->lnf,
-                            params + off[2], N, C, V);
-        memset(m->dres, 0, N * C * sizeof *m->dres);
-        gpt_layernorm_backward(m->dres, grads + off[0], grads + off[1], m->scr_b, head_input(m),
-                               params + off[0], m->lnf_mean, m->lnf_rstd, N, C);
+        o->crossentropy_backward(c, m->probs, m->dtgt, dloss, N, V);
+        o->zero(c, m->scr_b, N * C * sizeof *m->scr_b);
+        o->matmul_backward(c, m->scr_b, grads + off[2], grads + off[3], m->probs, m->lnf,
+                           params + off[2], N, C, V);
+        o->zero(c, m->dres, N * C * sizeof *m->dres);
+        o->layernorm_backward(c, m->dres, grads + off[0], grads + off[1], m->scr_b, head_input(m),
+                              params + off[0], m->lnf_mean, m->lnf_rstd, N, C);
     }
+}
+
+int gpt_check(const struct gpt_model *m, char *why, size_t whylen)
+{
+    return m->ops->status(m->ctx, why, whylen);
+}
+
+void gpt_loss_reset(struct gpt_model *m)
+{
+    m->ops->zero(m->ctx, m->loss_acc, sizeof *m->loss_acc);
+}
+
+float *gpt_loss_mean(struct gpt_model *m, double denom)
+{
+    m->ops->loss_mean(m->ctx, m->loss_mean, m->loss_acc, denom);
+    return m->loss_mean;
+}
+
+int gpt_read(const struct gpt_model *m, void *dst, const void *src, size_t bytes, char *why,
+             size_t whylen)
+{
+    return m->ops->download(m->ctx, dst, src, bytes, why, whylen);
 }

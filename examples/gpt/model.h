@@ -8,13 +8,17 @@
  * bytes, never its parameters: each unit's forward and backward take the
  * unit's flat parameters (the packing of gpt_units) and ADD the unit's
  * gradient into a flat buffer of the same layout, which is exactly what
- * accel_shard_params and accel_shard_grads hand out.  So this file links
- * with nothing but kernels.c, rng.c and libm (tests/examples/gradcheck.c
- * builds it alone).  Units run forward in order 0..L+1 and backward in order
- * L+1..0 on the same micro-batch.
+ * accel_shard_params and accel_shard_grads hand out.  The compute goes
+ * through a backend table (ops.h): gpt_init uses the CPU one (kernels.c), so
+ * this file links with nothing but kernels.c, rng.c and libm
+ * (tests/examples/gradcheck.c builds it alone); gpt_init_on takes another,
+ * e.g. the CUDA one of gpu.h, and then activations, parameters and
+ * gradients are that backend's (device) memory.  Units run forward in order
+ * 0..L+1 and backward in order L+1..0 on the same micro-batch.
  *
  * Ownership: gpt_init allocates the activations, gpt_free frees them (a
- * zeroed or failed model is allowed).
+ * zeroed or failed model is allowed); a backend's context stays the
+ * caller's and must outlive the model.
  */
 #ifndef GPT_MODEL_H
 #define GPT_MODEL_H
@@ -24,6 +28,7 @@
 #include <stdint.h>
 
 #include "accel/shard.h"
+#include "ops.h"
 
 #define GPT_VOCAB 256
 #define GPT_MAX_LAYERS 64
@@ -60,29 +65,38 @@ struct gpt_model {
         head[GPT_HEAD_PARAMS];
     char names[GPT_MAX_LAYERS][24]; /* "h.0" ... (room for any size_t) */
     size_t numel[GPT_MAX_LAYERS + 2];
+    const struct gpt_ops *ops; /* the backend; every buffer below is its memory... */
+    void *ctx;                 /* ...except tok, tgt and loss_sum (host) */
 
-    /* inputs, filled by the caller before forward: (B, T) bytes each */
+    /* inputs, filled by the caller before forward: (B, T) bytes each, host */
     unsigned char *tok, *tgt;
+    unsigned char *dtok, *dtgt; /* their copies in the backend (tok, tgt on the CPU) */
     /* activations */
     float *x0;                        /* (N, C) embeddings */
-    struct gpt_block_acts *blk;       /* L */
+    struct gpt_block_acts *blk;       /* L (the array is host memory) */
     float *lnf, *lnf_mean, *lnf_rstd; /* (N, C), (N), (N) */
     float *probs;                     /* (N, V) softmax, then dlogits in backward */
     float *losses;                    /* (N) */
-    double loss_sum;                  /* sum of losses of the last head forward */
+    /* the head forward's loss sum (fp64): *loss_cell = this micro-batch's,
+     * *loss_acc += it; loss_cell is &loss_sum on a host backend */
+    double loss_sum, *loss_cell, *loss_acc;
+    float *loss_mean; /* (1) gpt_loss_mean's result */
     /* gradient scratch */
     float *dres;      /* (N, C) gradient of the residual stream */
     float *scr_a;     /* (N, 4C) */
     float *scr_b;     /* (N, C) */
-    float *scr_t;     /* (T) */
-    size_t act_bytes; /* everything above */
+    float *scr_t;     /* attention backward's (ops->attention_scratch: T on the CPU) */
+    size_t act_bytes; /* everything above, in the backend's memory */
 };
 
 /* Checks the config (C % NH == 0, sizes in range) and allocates the
- * activations for micro-batches of B sequences.  Returns 0, or -1 with a
- * reason in why (invalid config or out of memory). */
+ * activations for micro-batches of B sequences on the CPU backend.  Returns
+ * 0, or -1 with a reason in why (invalid config or out of memory). */
 int gpt_init(struct gpt_model *m, const struct gpt_config *cfg, size_t B, bool bf16_acts, char *why,
              size_t whylen);
+/* The same on backend `ops` with its context `ctx` (ops.h). */
+int gpt_init_on(struct gpt_model *m, const struct gpt_config *cfg, size_t B, bool bf16_acts,
+                const struct gpt_ops *ops, void *ctx, char *why, size_t whylen);
 void gpt_free(struct gpt_model *m);
 
 /* Parameters (elements) of the whole model. */
@@ -93,13 +107,33 @@ size_t gpt_num_params(const struct gpt_model *m);
  * stream, zero biases, unit LayerNorm gains.  A function of (seed, u) only. */
 void gpt_init_params(const struct gpt_model *m, size_t u, float *full, uint64_t seed);
 
-/* Unit u's forward on the micro-batch in m->tok / m->tgt; the head sets
- * m->loss_sum (sum over the B*T tokens of -log p(target)). */
+/* Unit u's forward on the micro-batch in m->tok / m->tgt (unit 0 copies them
+ * to the backend); the head sets m->loss_sum (host backend) and
+ * *m->loss_cell (sum over the B*T tokens of -log p(target)) and adds it to
+ * *m->loss_acc. */
 void gpt_forward(struct gpt_model *m, size_t u, const float *params);
 
 /* Unit u's backward, ADDING into grads (numel[u] floats).  The head starts
  * from d(loss)/d(loss_i) = dloss for every token (e.g. loss scale / tokens
  * in the global batch on this rank's share); it destroys m->probs. */
 void gpt_backward(struct gpt_model *m, size_t u, const float *params, float *grads, float dloss);
+
+/* 0, or -1 with the backend's first failure in why (a CUDA launch, cuBLAS):
+ * forward and backward queue work and return nothing, so the caller asks
+ * after each unit.  Nothing waits. */
+int gpt_check(const struct gpt_model *m, char *why, size_t whylen);
+
+/* Zeroes the loss accumulator *m->loss_acc (before the micro-steps of a
+ * step or the batches of a validation). */
+void gpt_loss_reset(struct gpt_model *m);
+
+/* Stores (float)(*loss_acc / denom) in m->loss_mean (backend memory, for an
+ * all-reduce) and returns it. */
+float *gpt_loss_mean(struct gpt_model *m, double denom);
+
+/* Copies `bytes` of backend memory src to host dst once the work queued
+ * before is done; 0, or -1 with the backend's first failure in why. */
+int gpt_read(const struct gpt_model *m, void *dst, const void *src, size_t bytes, char *why,
+             size_t whylen);
 
 #endif

@@ -10,22 +10,31 @@
  * The loss printed is the mean over every token of the global batch
  * (all-reduced, fixed ring order).  Rank 0 prints the progress lines and
  * writes --loss-log; every rank prints its memory at exit for bench/train.sh.
- * What this file does not do: kernels (kernels.c), units (model.c), data
- * (data.c), flags (args.c).
+ *
+ * Two modes, by the communicator's backend: "socket" runs on the CPU
+ * (kernels.c, host buffers); "nccl" runs on the GPU of LOCAL_RANK (gpu.h):
+ * activations, gathered parameters and gradients in device memory, every
+ * kernel and every collective queued on the communicator's stream, the
+ * micro-batch's bytes copied in and the loss read back once a step.
+ * What this file does not do: kernels (kernels.c, the .cu files), units
+ * (model.c), data (data.c), flags (args.c).
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "accel/comm.h"
 #include "accel/err.h"
+#include "accel/getenv.h"
 #include "accel/shard.h"
 #include "accel/store.h"
 
 #include "args.h"
 #include "data.h"
+#include "gpu.h"
 #include "model.h"
 
 struct trainer {
@@ -39,6 +48,9 @@ struct trainer {
     unsigned rank, world;
     size_t micro; /* sequences per micro-step on this rank */
     size_t accum; /* micro-steps per step */
+    bool device;  /* the nccl backend: the model and the shard on the GPU */
+    int cuda_device;
+    struct gpt_cuda *cuda; /* the CUDA backend's context (device mode) */
     FILE *log;
     struct accel_error err;
     const char *what; /* the failing step, for the message */
@@ -89,6 +101,17 @@ static int fail(struct trainer *t, const char *what)
     return -1;
 }
 
+/* The backend's first failure (a CUDA launch, cuBLAS), if any, as the step's. */
+static int check_backend(struct trainer *t, const char *what)
+{
+    char why[512];
+
+    if (gpt_check(&t->m, why, sizeof why) == 0)
+        return 0;
+    accel_error_set(&t->err, ACCEL_EIO, "%s", why);
+    return fail(t, what);
+}
+
 /* Forward of every unit on the micro-batch in t->m; the head stays gathered
  * when backward follows (FSDP does not reshard the last unit either). */
 static int forward(struct trainer *t, bool then_backward)
@@ -97,6 +120,8 @@ static int forward(struct trainer *t, bool then_backward)
         if (accel_shard_gather(t->shard, u, &t->err) != ACCEL_OK)
             return fail(t, "gather (forward)");
         gpt_forward(&t->m, u, accel_shard_params(t->shard, u));
+        if (check_backend(t, "forward"))
+            return -1;
         if (!(then_backward && u + 1 == t->m.nunits))
             accel_shard_release(t->shard, u);
     }
@@ -114,6 +139,8 @@ static int backward(struct trainer *t, float dloss, bool last)
             return fail(t, "grads");
         }
         gpt_backward(&t->m, u, accel_shard_params(t->shard, u), g, dloss);
+        if (check_backend(t, "backward"))
+            return -1;
         if (accel_shard_reduce(t->shard, u, last, &t->err) != ACCEL_OK)
             return fail(t, "reduce");
         accel_shard_release(t->shard, u);
@@ -121,14 +148,23 @@ static int backward(struct trainer *t, float dloss, bool last)
     return 0;
 }
 
-/* Global mean of a per-rank mean (every rank has the same token count). */
-static int global_mean(struct trainer *t, double local, float *out)
+/* Global mean of the per-rank mean loss sum / denom (every rank has the same
+ * token count): computed where the loss is (host or device), all-reduced
+ * there, then read back: the one wait for the device in a step, bounded by
+ * the communicator's timeout (accel_comm_sync) before the copy. */
+static int global_mean(struct trainer *t, double denom, float *out)
 {
-    float x = (float)local;
+    float *x = gpt_loss_mean(&t->m, denom);
+    char why[512];
 
-    if (accel_all_reduce(t->comm, &x, &x, 1, ACCEL_F32, ACCEL_AVG, &t->err) != ACCEL_OK)
+    if (accel_all_reduce(t->comm, x, x, 1, ACCEL_F32, ACCEL_AVG, &t->err) != ACCEL_OK)
         return fail(t, "all_reduce (loss)");
-    *out = x;
+    if (accel_comm_sync(t->comm, &t->err) != ACCEL_OK)
+        return fail(t, "sync (loss)");
+    if (gpt_read(&t->m, out, x, sizeof *out, why, sizeof why)) {
+        accel_error_set(&t->err, ACCEL_EIO, "%s", why);
+        return fail(t, "read (loss)");
+    }
     return 0;
 }
 
@@ -136,10 +172,10 @@ static int global_mean(struct trainer *t, double local, float *out)
 static int train_step(struct trainer *t, size_t step, float *loss, struct accel_shard_stats *st)
 {
     size_t B = t->micro, T = t->a.seq, N = B * T;
-    double sum = 0;
     float dloss = (float)(accel_shard_loss_scale(t->shard) / (double)(N * t->accum));
 
     accel_shard_set_lr(t->shard, lr_at(&t->a, step));
+    gpt_loss_reset(&t->m);
     for (size_t k = 0; k < t->accum; k++) {
         /* this rank's contiguous slice of the global batch, micro-step k of it */
         size_t first = (size_t)t->rank * B * t->accum + k * B;
@@ -148,13 +184,12 @@ static int train_step(struct trainer *t, size_t step, float *loss, struct accel_
                                t->m.tgt + i * T);
         if (forward(t, true))
             return -1;
-        sum += t->m.loss_sum;
         if (backward(t, dloss, k + 1 == t->accum))
             return -1;
     }
     if (accel_shard_step(t->shard, st, &t->err) != ACCEL_OK)
         return fail(t, "step");
-    return global_mean(t, sum / (double)(N * t->accum), loss);
+    return global_mean(t, (double)(N * t->accum), loss);
 }
 
 /* Validation: eval_batches global batches of fixed windows, each rank its
@@ -163,23 +198,78 @@ static int evaluate(struct trainer *t, float *loss)
 {
     size_t B = t->micro, T = t->a.seq, N = B * T;
     size_t count = t->a.eval_batches * t->a.batch, per_rank = count / t->world;
-    double sum = 0;
 
+    gpt_loss_reset(&t->m);
     for (size_t k = 0; k < per_rank / B; k++) {
         size_t first = (size_t)t->rank * per_rank + k * B;
         for (size_t i = 0; i < B; i++)
             gpt_data_val_seq(&t->data, first + i, count, T, t->m.tok + i * T, t->m.tgt + i * T);
         if (forward(t, false))
             return -1;
-        sum += t->m.loss_sum;
     }
-    return global_mean(t, sum / (double)(N * (per_rank / B)), loss);
+    return global_mean(t, (double)(N * (per_rank / B)), loss);
+}
+
+/* A truth value as accelerate's str_to_bool reads it. */
+static bool truthy(const char *v)
+{
+    static const char *const yes[] = {"1", "true", "t", "yes", "y", "on"};
+
+    for (size_t i = 0; v && i < sizeof yes / sizeof yes[0]; i++)
+        if (!strcasecmp(v, yes[i]))
+            return true;
+    return false;
+}
+
+/* The communicator's backend, chosen here so that the GPU is selected before
+ * accel_comm_init: socket when ACCELERATE_USE_CPU is true (a CPU config);
+ * else ACCELRUN_COMM; else nccl where it is built, this binary has the CUDA
+ * kernels and CUDA_VISIBLE_DEVICES is set and not empty; else socket.  That
+ * is accel_comm_init's own default, except for the first and third
+ * conditions.  *msg: an error, or NULL. */
+static const char *choose_backend(const char **msg)
+{
+    const char *b = getenv("ACCELRUN_COMM"), *gpus = getenv("CUDA_VISIBLE_DEVICES");
+
+    *msg = NULL;
+    if (truthy(getenv("ACCELERATE_USE_CPU")))
+        return "socket";
+    if (b && b[0]) {
+        if (!strcmp(b, "nccl") && !gpt_cuda_ops())
+            *msg = "ACCELRUN_COMM=nccl, but train_gpt was built without the CUDA kernels (no "
+                   "nvcc or NCCL under CUDA_HOME, or NO_CUDA=1): use the socket backend";
+        return b;
+    }
+    if (accel_comm_has_nccl() && gpt_cuda_ops() && gpus && gpus[0])
+        return "nccl";
+    return "socket";
+}
+
+/* Device mode, before the communicator: the GPU of LOCAL_RANK (0 when
+ * unset) among the visible ones. */
+static int select_device(struct trainer *t)
+{
+    const char *v = NULL;
+    unsigned local = 0;
+    char why[512];
+
+    if (accel_getenv_str("train_gpt", "LOCAL_RANK", false, &v, &t->err) != ACCEL_OK ||
+        (v &&
+         accel_getenv_uint("train_gpt", "LOCAL_RANK", 0, 1u << 20, &local, &t->err) != ACCEL_OK))
+        return fail(t, "device (LOCAL_RANK)");
+    if (gpt_cuda_select(local, &t->cuda_device, why, sizeof why)) {
+        accel_error_set(&t->err, ACCEL_EUNSUPPORTED, "%s", why);
+        return fail(t, "device");
+    }
+    return 0;
 }
 
 static int setup(struct trainer *t)
 {
-    struct accel_comm_opts co = {.backend = "socket"};
+    struct accel_comm_opts co = {.cuda_device = -1};
     struct gpt_config cfg = {.T = t->a.seq, .C = t->a.channels, .L = t->a.layers, .NH = t->a.heads};
+    const struct gpt_ops *ops = &gpt_cpu_ops;
+    const char *msg;
     char why[512];
 
     if (accel_bootstrap_init(&t->boot, &t->err) != ACCEL_OK)
@@ -187,8 +277,26 @@ static int setup(struct trainer *t)
     t->rank = t->boot.rank;
     t->world = t->boot.world;
     co.timeout_s = t->boot.timeout_s;
+    co.backend = choose_backend(&msg);
+    if (msg) {
+        accel_error_set(&t->err, ACCEL_EUNSUPPORTED, "%s", msg);
+        return fail(t, "backend");
+    }
+    if (!strcmp(co.backend, "nccl")) {
+        if (select_device(t))
+            return -1;
+        co.cuda_device = t->cuda_device;
+    }
     if (accel_comm_init(&t->comm, t->boot.store, t->rank, t->world, &co, &t->err) != ACCEL_OK)
         return fail(t, "communicator");
+    t->device = !strcmp(accel_comm_backend(t->comm), "nccl");
+    if (t->device) {
+        if (gpt_cuda_init(&t->cuda, accel_comm_cuda_stream(t->comm), why, sizeof why)) {
+            accel_error_set(&t->err, ACCEL_EIO, "%s", why);
+            return fail(t, "device");
+        }
+        ops = gpt_cuda_ops();
+    }
     if (accel_shard_opts_from_env(&t->opts, &t->err) != ACCEL_OK)
         return fail(t, "accelerate environment");
     t->opts.lr = t->a.lr;
@@ -216,13 +324,21 @@ static int setup(struct trainer *t)
                         t->a.seq);
         return fail(t, "data");
     }
-    if (gpt_init(&t->m, &cfg, t->micro, t->opts.compute == ACCEL_BF16, why, sizeof why)) {
+    if (gpt_init_on(&t->m, &cfg, t->micro, t->opts.compute == ACCEL_BF16, ops, t->cuda, why,
+                    sizeof why)) {
         accel_error_set(&t->err, ACCEL_EINVAL, "%s", why);
         return fail(t, "model");
     }
     if (accel_shard_init(&t->shard, t->comm, t->m.units, t->m.nunits, &t->opts, &t->err) !=
         ACCEL_OK)
         return fail(t, "shard init");
+    if (accel_shard_on_device(t->shard) != t->device) {
+        accel_error_set(&t->err, ACCEL_EINVAL,
+                        "the shard's buffers are %s memory, the model's %s memory (backend %s)",
+                        t->device ? "host" : "device", t->device ? "device" : "host",
+                        accel_comm_backend(t->comm));
+        return fail(t, "shard init");
+    }
     for (size_t u = 0; u < t->m.nunits; u++) {
         size_t off = 0;
         if (accel_shard_unit_numel(t->shard, u) != t->m.numel[u]) {
@@ -293,6 +409,13 @@ static void banner(const struct trainer *t)
            t->world, t->a.batch, t->world, t->world > 1 ? "s" : "", t->accum,
            t->accum > 1 ? "s" : "", t->micro, accel_dtype_name(t->opts.compute),
            strategy_name(t->opts.strategy), accel_comm_backend(t->comm));
+    if (t->device) {
+        char dev[160];
+        gpt_cuda_describe(t->cuda, dev, sizeof dev);
+        printf("train_gpt: device %s: CUDA kernels, cuBLAS fp32 GEMMs (no TF32), activations "
+               "%.1f MiB\n",
+               dev, (double)t->m.act_bytes / (1024.0 * 1024.0));
+    }
     fflush(stdout);
 }
 
@@ -395,8 +518,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "train_gpt: cannot write %s\n", t.a.loss_log);
         rc = 1;
     }
+    /* the shard's and the model's device buffers, then the cuBLAS handle on
+     * the communicator's stream, then the communicator */
     accel_shard_free(t.shard);
     gpt_free(&t.m);
+    gpt_cuda_free(t.cuda);
     gpt_data_free(&t.data);
     accel_comm_free(t.comm);
     accel_bootstrap_free(&t.boot);

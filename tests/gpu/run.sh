@@ -12,6 +12,8 @@
 #   - the unit tests of the nccl backend (build/tests/test_nccl) and its
 #     control flow against a scripted NCCL (tests/gpu/fake.sh, which also
 #     runs without a GPU);
+#   - core/shard's device path against its host path (tests/gpu/shard_gpu.c);
+#   - the example GPT trained on the GPU against the CPU (tests/gpu/train.sh);
 #   - bench/nccl_bench: all_reduce, all_gather, reduce_scatter from 4 KiB to
 #     1 GiB, nccl-tests columns (busbw is 0 by definition on one GPU: algbw is
 #     then the GPU's local copy rate).
@@ -99,8 +101,8 @@ tap() {
     res=$(timeout -k 10 "$limit" "$@" 2>&1)
     rc=$?
     printf '%s\n' "$res" | sed 's/^/# /'
-    p=$(printf '%s\n' "$res" | grep -c '^ok .*[^P]$')
-    s=$(printf '%s\n' "$res" | grep -c '^ok .*# SKIP$')
+    p=$(printf '%s\n' "$res" | grep '^ok ' | grep -vc '# SKIP')
+    s=$(printf '%s\n' "$res" | grep '^ok ' | grep -c '# SKIP')
     f=$(printf '%s\n' "$res" | grep -c '^not ok ')
     pass=$((pass + p)); skip=$((skip + s)); fail=$((fail + f))
     if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
@@ -129,6 +131,17 @@ else
     else
         bad "nccl_gpu: compile" "$(cat build/gpu/cc.log)"
     fi
+    # core/shard's device path against its host path (world 1)
+    # shellcheck disable=SC2086 # $libs: one flag per word
+    if cc -std=gnu11 -O2 -g -Wall -Wextra -Wshadow -Werror \
+        -Icore/include -Itopology/include -Itests/harness -DACCEL_HAVE_NCCL=1 \
+        -isystem "$CUDA_HOME/include" tests/gpu/shard_gpu.c tests/harness/test.c \
+        build/lib/libaccelrun.a $libs -ldl -lm -L"$cudalib" -Wl,-rpath,"$cudalib" \
+        -lnccl -lcudart -lstdc++ -pthread -o build/gpu/shard_gpu 2>build/gpu/cc-shard.log; then
+        tap "shard_gpu" 120 build/gpu/shard_gpu
+    else
+        bad "shard_gpu: compile" "$(cat build/gpu/cc-shard.log)"
+    fi
     tap "test_nccl" 120 build/tests/test_nccl
     tap "nccl_fake" 180 sh tests/gpu/fake.sh
 
@@ -142,6 +155,15 @@ else
     else
         bad "nccl_bench: exited $rc, or printed no 1 GiB all_reduce line"
     fi
+fi
+
+# ---------------------------------------------------------------- training
+# the example GPT on the GPU (CUDA kernels, cuBLAS, nccl, device shard)
+# against the same training on the CPU
+if [ "$have_nccl" = no ]; then
+    skipped "GPU training" "no nccl.h and cuda_runtime.h under $CUDA_HOME"
+else
+    tap "train" 300 bash tests/gpu/train.sh build
 fi
 
 echo "# total $(elapsed) s"
