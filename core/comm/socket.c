@@ -184,7 +184,7 @@ static enum accel_err read_knobs(const struct accel_comm *c, struct sock *s, siz
                                  struct accel_error *err)
 {
     char who[64];
-    unsigned chunk = (unsigned)opts_chunk, buf, spin_us, cube_max;
+    unsigned chunk = (unsigned)opts_chunk, buf, spin_us, cube_mem;
     enum accel_err rc = ACCEL_OK;
 
     snprintf(who, sizeof(who), "rank %u of %u: init", c->rank, c->size);
@@ -200,16 +200,16 @@ static enum accel_err read_knobs(const struct accel_comm *c, struct sock *s, siz
         rc = accel_getenv_uint_or(who, "ACCELRUN_SOCKET_SPIN_US", 0, 1000000, SOCK_SPIN_US,
                                   &spin_us, err);
     if (rc == ACCEL_OK)
-        rc = accel_getenv_uint_or(who, "ACCELRUN_SOCKET_CUBE_MAX", 0, UINT_MAX,
-                                  SOCK_DEFAULT_CUBE_MAX, &cube_max, err);
+        rc = accel_getenv_uint_or(who, "ACCELRUN_SOCKET_CUBE_MEM", 0, UINT_MAX,
+                                  SOCK_DEFAULT_CUBE_MEM, &cube_mem, err);
     if (rc != ACCEL_OK)
         return rc;
     s->chunk_bytes = chunk & ~(size_t)7; /* whole fp32 and 16-bit elements */
     s->sockbuf = (int)buf;
     s->spin_s = spin_us * 1e-6;
-    s->cube_max = cube_max;
+    s->cube_mem = cube_mem;
     /* the hypercube where the size is a power of two, 4 or more */
-    if (s->cube_max > 0 && c->size >= 4 && c->size <= (1u << SOCK_MAX_DIMS) &&
+    if (s->cube_mem > 0 && c->size >= 4 && c->size <= (1u << SOCK_MAX_DIMS) &&
         (c->size & (c->size - 1)) == 0)
         while ((1u << s->dims) < c->size)
             s->dims++;

@@ -45,7 +45,7 @@ struct hello {
     uint32_t magic, version;
     uint64_t nonce, comm;
     uint32_t from, to, size, channel; /* 0 the ring, 1 + d the cube's dimension d */
-    uint64_t cube_max;
+    uint64_t cube_mem;
 };
 
 enum verdict { V_OK, V_NONCE, V_COMM, V_RANK, V_PROTO, V_CUBE };
@@ -346,7 +346,7 @@ static const char *verdict_text(uint32_t v)
     case V_RANK:
         return "wrong rank or size";
     case V_CUBE:
-        return "ACCELRUN_SOCKET_CUBE_MAX differs between the ranks";
+        return "ACCELRUN_SOCKET_CUBE_MEM differs between the ranks";
     default:
         return "bad hello";
     }
@@ -382,7 +382,7 @@ static enum verdict judge(const struct accel_comm *c, struct sock *s, const stru
         return V_COMM;
     if (h->to != c->rank || h->size != c->size)
         return V_RANK;
-    if (h->cube_max != s->cube_max)
+    if (h->cube_mem != s->cube_mem)
         return V_CUBE;
     slot = slot_of(c, s, h->channel, h->from);
     if (slot == NULL || *slot >= 0)
@@ -454,7 +454,7 @@ static enum accel_err link_step(struct accel_comm *c, struct sock *s, struct lin
         mine.to = l->peer;
         mine.size = c->size;
         mine.channel = l->channel;
-        mine.cube_max = s->cube_max;
+        mine.cube_mem = s->cube_mem;
         (void)getsockopt(l->fd, SOL_SOCKET, SO_ERROR, &e, &el);
         if (e != 0 || accel_send_all(l->fd, &mine, sizeof(mine), deadline) != 0) {
             if (e != 0)

@@ -1,7 +1,8 @@
 /*
  * socket_cube.c: all_reduce, reduce_scatter and all_gather of the socket
  * backend over the hypercube, for communicators whose size n is a power of
- * two, 4 or more, and messages of up to s->cube_max bytes.
+ * two, 4 or more: all_gather always, the reductions where their partial
+ * sums (half the message, in fp32) fit in s->cube_mem bytes.
  *
  * Each rank holds one connection per dimension d with rank ^ (1 << d)
  * (socket_conn.c).  all_reduce is a reduce-scatter by recursive halving
@@ -10,8 +11,9 @@
  * same bytes on the wire per rank, (n - 1)/n of the message each way.  On a
  * machine whose ranks share few CPUs, each step of a ring waits for every
  * rank to be scheduled in turn, and a pairwise step only for its two ranks:
- * that is where the hypercube wins, at mid sizes.  Past cube_max the ring
- * (socket_ring.c) is used, which keeps its working memory to a few chunks.
+ * that is where the hypercube wins.  Where its partial sums would not fit
+ * in cube_mem, the ring (socket_ring.c) is used, whose working memory is a
+ * few chunks.
  *
  * The data is cut into n blocks as the ring cuts it (comm__block_off).
  * Reduce-scatter: a rank's range starts as all n blocks; at the step of
@@ -50,12 +52,24 @@
 #include "dtype_int.h"
 #include "socket_int.h"
 
-bool comm__sock_use_cube(const struct accel_comm *c, uint64_t bytes)
+bool comm__sock_use_cube(const struct accel_comm *c, uint64_t acc_bytes)
 {
     const struct sock *s = c->impl;
 
-    return s->dims > 0 && bytes <= s->cube_max;
+    return s->dims > 0 && acc_bytes <= s->cube_mem;
 }
+
+/* Pacing.  Both ranks of an exchange send and receive at once.  Left to
+ * itself, each would hand the kernel its whole message at once (the socket
+ * buffers autotune to megabytes): the bytes sit in socket buffers until the
+ * partner, sharing a CPU with another rank, gets to read them, and by then
+ * they have left the caches.  Sending at most SOCK_CUBE_WINDOW bytes (one
+ * loopback segment) ahead of what has arrived keeps the two ranks in step
+ * and the bytes in flight small: measured on 4 ranks over 2 CPUs, all_gather
+ * of 4 MiB went from 2.6 ms to 1.4 ms and all_reduce of 16 MiB from 25 ms to
+ * 16.5 ms (32 KiB and 128 KiB windows were slower than 64 KiB).  It cannot
+ * deadlock: both sides may always send their first window, and each byte
+ * received lets one more go. */
 
 /* One pairwise exchange: the header and `sbytes` from `sbuf` out, the
  * partner's header and `rbytes` in.  Without a sink the bytes land in rbuf;
@@ -95,7 +109,17 @@ static enum accel_err exchange(struct accel_comm *c, const struct xchg *x, struc
         while (hs < hl || so < x->sbytes) {
             const char *src = hs < hl ? (const char *)x->hdr + hs : x->sbuf + so;
             size_t len = hs < hl ? hl - hs : x->sbytes - so;
-            ssize_t got = send(fd, src, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+            ssize_t got;
+
+            /* the window: no more than SOCK_CUBE_WINDOW bytes ahead of
+             * what has come in, while something is still to come */
+            if (hs == hl && ro < x->rbytes) {
+                if (so >= ro + SOCK_CUBE_WINDOW)
+                    break;
+                if (len > ro + SOCK_CUBE_WINDOW - so)
+                    len = ro + SOCK_CUBE_WINDOW - so;
+            }
+            got = send(fd, src, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 
             if (got < 0) {
                 if (errno == EINTR)

@@ -31,10 +31,13 @@
 #define SOCK_MIN_PIPE (64u << 10) /* smallest piece a mid-size block is cut into */
 #define SOCK_SPIN_US 20           /* default retry before poll() sleeps */
 /* The hypercube (socket_cube.c): power-of-two communicators of 4 ranks or
- * more run all_reduce and all_gather of up to cube_max bytes (fp32 bytes for
- * all_reduce) over log2(size) direct connections, one per dimension. */
+ * more run all_reduce, reduce_scatter and all_gather over log2(size) direct
+ * connections, one per dimension: all_gather always, the reductions when
+ * their fp32 partial sums (half the message in fp32) fit in cube_mem bytes.  A rank sends at most
+ * SOCK_CUBE_WINDOW bytes ahead of what it has received in an exchange. */
 #define SOCK_MAX_DIMS 16                  /* up to 65536 ranks */
-#define SOCK_DEFAULT_CUBE_MAX (16u << 20) /* ACCELRUN_SOCKET_CUBE_MAX */
+#define SOCK_DEFAULT_CUBE_MEM (16u << 20) /* ACCELRUN_SOCKET_CUBE_MEM */
+#define SOCK_CUBE_WINDOW (64u << 10)
 
 struct sock {
     int next_fd, prev_fd;     /* -1 once closed */
@@ -50,7 +53,7 @@ struct sock {
     /* the hypercube: dims = log2(size) where it is used, else 0; cube_fd[d]
      * connects to rank ^ (1 << d) both ways (-1 once closed) */
     unsigned dims;
-    uint64_t cube_max; /* bytes; 0 = the ring only; the same on every rank */
+    uint64_t cube_mem; /* bytes of partial sums; 0 = the ring only; the same on every rank */
     int cube_fd[SOCK_MAX_DIMS];
     char cube_addr[SOCK_MAX_DIMS][SOCK_ADDR_MAX];
     /* working memory, grown on demand, kept between operations */
@@ -110,9 +113,10 @@ void comm__sock_close(struct sock *s);
  * neighbours close too or `grace_s` passes, close. */
 void comm__sock_close_graceful(struct sock *s, double grace_s);
 
-/* socket_cube.c: all_reduce, reduce_scatter and all_gather over the hypercube, for a
- * communicator with s->dims > 0 (the callers check comm__sock_use_cube). */
-bool comm__sock_use_cube(const struct accel_comm *c, uint64_t bytes);
+/* socket_cube.c: all_reduce, reduce_scatter and all_gather over the
+ * hypercube.  comm__sock_use_cube tells whether an operation whose partial
+ * sums take `acc_bytes` runs there (s->dims > 0, acc_bytes <= cube_mem). */
+bool comm__sock_use_cube(const struct accel_comm *c, uint64_t acc_bytes);
 enum accel_err comm__sock_cube_all_reduce(struct accel_comm *c, const void *send, void *recv,
                                           size_t count, enum accel_dtype t, enum accel_redop op,
                                           struct accel_error *err);

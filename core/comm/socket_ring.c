@@ -478,10 +478,13 @@ static enum accel_err reducing(struct accel_comm *c, enum ring_kind kind, const 
             memcpy(recv, send, count * p.es);
         return ACCEL_OK;
     }
-    if (kind == RING_ALL_REDUCE && comm__sock_use_cube(c, (uint64_t)count * sizeof(float)))
+    /* the hypercube's partial sums: half the message in fp32 (an fp32
+     * all_reduce keeps them in the result, but decides as reduce_scatter
+     * does, so that both always sum in the same order) */
+    if (kind == RING_ALL_REDUCE && comm__sock_use_cube(c, (uint64_t)count * sizeof(float) / 2))
         return comm__sock_cube_all_reduce(c, send, recv, count, t, op, err);
     if (kind == RING_REDUCE_SCATTER &&
-        comm__sock_use_cube(c, (uint64_t)c->size * count * sizeof(float)))
+        comm__sock_use_cube(c, (uint64_t)c->size * count * sizeof(float) / 2))
         return comm__sock_cube_reduce_scatter(c, send, recv, count, t, op, err);
     p.avg_n = op == ACCEL_AVG ? c->size : 0;
     p.nrs = c->size - 1;
@@ -524,7 +527,7 @@ static enum accel_err all_gather_bytes(struct accel_comm *c, bool barrier, const
         memmove(own, send, count * es);
     if (c->size == 1)
         return ACCEL_OK;
-    if (!barrier && comm__sock_use_cube(c, (uint64_t)c->size * count * es))
+    if (!barrier && comm__sock_use_cube(c, 0))
         return comm__sock_cube_all_gather(c, recv, count, t, err);
     rc = plan_ring(c, &p, err);
     if (rc != ACCEL_OK)

@@ -211,7 +211,7 @@ struct spawn {
     uint64_t nonce;
     rank_fn fn;
     void *arg;
-    const char *rank0_cube_max; /* ACCELRUN_SOCKET_CUBE_MAX of rank 0 only; NULL = as the others */
+    const char *rank0_cube_mem; /* ACCELRUN_SOCKET_CUBE_MEM of rank 0 only; NULL = as the others */
 };
 
 static void child_main(const struct test_store_proc *w, const struct spawn *sp, unsigned rank,
@@ -238,8 +238,8 @@ static void child_main(const struct test_store_proc *w, const struct spawn *sp, 
     co.chunk_bytes = sp->chunk;
     co.nonce = sp->nonce;
     accel_error_clear(&err);
-    if (rank == 0 && sp->rank0_cube_max != NULL)
-        setenv("ACCELRUN_SOCKET_CUBE_MAX", sp->rank0_cube_max, 1);
+    if (rank == 0 && sp->rank0_cube_mem != NULL)
+        setenv("ACCELRUN_SOCKET_CUBE_MEM", sp->rank0_cube_mem, 1);
     res.code = accel_store_connect(&st, &o, &err);
     if (res.code == ACCEL_OK)
         res.code = accel_comm_init(&c, st, rank, sp->world, &co, &err);
@@ -352,14 +352,15 @@ static float elem(const void *p, enum accel_dtype t, size_t i)
     return comm__f16_to_f32(((const uint16_t *)p)[i]);
 }
 
-/* ACCELRUN_SOCKET_CUBE_MAX as the ranks of the running case see it. */
-static uint64_t cube_max = 16u << 20;
+/* ACCELRUN_SOCKET_CUBE_MEM as the ranks of the running case see it. */
+static uint64_t cube_mem = 16u << 20;
 
-/* Whether a reduction of `count` elements in all (all_reduce: count;
- * reduce_scatter: n x recvcount) runs on the hypercube. */
-static bool cube_used(unsigned n, size_t count)
+/* Whether a reduction of `total` elements in all (all_reduce: count;
+ * reduce_scatter: n x recvcount) runs on the hypercube: its fp32 partial
+ * sums, half the message, fit in ACCELRUN_SOCKET_CUBE_MEM. */
+static bool cube_used(unsigned n, size_t total)
 {
-    return n >= 4 && (n & (n - 1)) == 0 && (uint64_t)count * 4 <= cube_max;
+    return n >= 4 && (n & (n - 1)) == 0 && cube_mem > 0 && (uint64_t)total * 2 <= cube_mem;
 }
 
 /* The documented orders, in fp32, divided once for avg, narrowed once.
@@ -578,22 +579,22 @@ TEST(world_4)
 }
 /* Power-of-two worlds on the ring alone, and with a hypercube limit that
  * sends the small sizes to the hypercube and the large ones to the ring. */
-static void world_cube_max(unsigned n, const char *max)
+static void world_cube_mem(unsigned n, const char *max)
 {
     char *end;
-    setenv("ACCELRUN_SOCKET_CUBE_MAX", max, 1);
-    cube_max = strtoull(max, &end, 10);
+    setenv("ACCELRUN_SOCKET_CUBE_MEM", max, 1);
+    cube_mem = strtoull(max, &end, 10);
     world_all_ops(n);
-    unsetenv("ACCELRUN_SOCKET_CUBE_MAX");
-    cube_max = 16u << 20;
+    unsetenv("ACCELRUN_SOCKET_CUBE_MEM");
+    cube_mem = 16u << 20;
 }
 TEST(world_4_ring_only)
 {
-    world_cube_max(4, "0");
+    world_cube_mem(4, "0");
 }
 TEST(world_8_cube_small_ring_large)
 {
-    world_cube_max(8, "4096");
+    world_cube_mem(8, "4096");
 }
 TEST(world_5)
 {
@@ -902,7 +903,7 @@ static int cube_limits_differ(struct accel_comm *c, struct accel_store *st, void
     (void)c;
     (void)st;
     (void)arg;
-    return fail_res(res, "init succeeded with different ACCELRUN_SOCKET_CUBE_MAX");
+    return fail_res(res, "init succeeded with different ACCELRUN_SOCKET_CUBE_MEM");
 }
 
 /* A malformed tuning variable fails init, naming it. */
@@ -911,7 +912,7 @@ TEST(bad_tuning_variables_are_refused)
     static const char *const bad[][2] = {{"ACCELRUN_SOCKET_SPIN_US", "20us"},
                                          {"ACCELRUN_SOCKET_BUF", "-1"},
                                          {"ACCELRUN_SOCKET_CHUNK", "1024"},
-                                         {"ACCELRUN_SOCKET_CUBE_MAX", "16M"}};
+                                         {"ACCELRUN_SOCKET_CUBE_MEM", "16M"}};
     struct spawn sp = {2, 5, 0, NONCE, cube_limits_differ, NULL, NULL};
     struct result res[2];
 
@@ -925,7 +926,7 @@ TEST(bad_tuning_variables_are_refused)
     }
 }
 
-/* Ranks that disagree on ACCELRUN_SOCKET_CUBE_MAX would pick different
+/* Ranks that disagree on ACCELRUN_SOCKET_CUBE_MEM would pick different
  * algorithms for one size: init refuses them, naming the variable. */
 TEST(hypercube_limits_must_agree)
 {
@@ -937,7 +938,7 @@ TEST(hypercube_limits_must_agree)
     for (unsigned r = 0; r < 4; r++) {
         test_note("rank %u: %s", r, res[r].msg);
         ASSERT(res[r].code == ACCEL_EPEER || res[r].code == ACCEL_ETIMEDOUT);
-        named += strstr(res[r].msg, "ACCELRUN_SOCKET_CUBE_MAX differs") != NULL;
+        named += strstr(res[r].msg, "ACCELRUN_SOCKET_CUBE_MEM differs") != NULL;
     }
     ASSERT(named >= 1);
 }
