@@ -38,6 +38,7 @@
 #define SOCK_MAX_DIMS 16                  /* up to 65536 ranks */
 #define SOCK_DEFAULT_CUBE_MEM (16u << 20) /* ACCELRUN_SOCKET_CUBE_MEM */
 #define SOCK_CUBE_WINDOW (64u << 10)
+#define SOCK_RING_WINDOW (256u << 10) /* the ring's all_gather: socket_ring.c */
 
 struct sock {
     int next_fd, prev_fd;     /* -1 once closed */
