@@ -5,10 +5,12 @@
  * server on rank 0 for the tcp method and connects.  It does not exchange
  * anything itself; core/comm does that through the store.
  */
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "accel/clock.h"
 #include "accel/getenv.h"
 #include "accel/log.h"
 #include "store_int.h"
@@ -106,6 +108,16 @@ void accel_bootstrap_free(struct accel_bootstrap *b)
         b->store->timeout_s = saved;
     }
     accel_store_close(b->store);
+    if (b->server != NULL && b->failed) {
+        /* After a failure the other ranks read from the store who failed
+         * first (the comm backends record it there): rank 0 keeps serving
+         * until they have all closed, or for CLOSE_TIMEOUT_S at most. */
+        double deadline =
+            accel_now() +
+            (b->timeout_s < CLOSE_TIMEOUT_S && b->timeout_s > 0 ? b->timeout_s : CLOSE_TIMEOUT_S);
+        while (accel_store_server_clients(b->server) > 0 && accel_now() < deadline)
+            (void)poll(NULL, 0, 10);
+    }
     accel_store_server_stop(b->server);
     memset(b, 0, sizeof(*b));
 }

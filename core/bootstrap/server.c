@@ -71,7 +71,7 @@ static void close_conn(struct accel_store_server *s, struct store_conn *c)
         s->conns = c->next;
     if (c->next != NULL)
         c->next->prev = c->prev;
-    s->nconns--;
+    __atomic_sub_fetch(&s->nconns, 1, __ATOMIC_RELAXED); /* read by accel_store_server_clients */
     accel_free(c);
 }
 
@@ -209,7 +209,7 @@ static void accept_all(struct accel_store_server *s, int lfd)
         if (s->conns != NULL)
             s->conns->prev = c;
         s->conns = c;
-        s->nconns++;
+        __atomic_add_fetch(&s->nconns, 1, __ATOMIC_RELAXED);
         if (s->nconns > s->max_clients) {
             char msg[128];
             snprintf(msg, sizeof(msg), "the server holds %zu clients, its limit", s->max_clients);
@@ -497,6 +497,11 @@ enum accel_err accel_store_server_start(struct accel_store_server **out,
 fail:
     accel_store_server_stop(s);
     return rc;
+}
+
+size_t accel_store_server_clients(const struct accel_store_server *s)
+{
+    return s != NULL ? __atomic_load_n(&s->nconns, __ATOMIC_RELAXED) : 0;
 }
 
 unsigned accel_store_server_port(const struct accel_store_server *s)

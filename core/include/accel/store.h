@@ -71,6 +71,9 @@ enum accel_err accel_store_server_start(struct accel_store_server **out,
 /* The port the server listens on. */
 unsigned accel_store_server_port(const struct accel_store_server *s);
 
+/* Connections the server holds now (any thread may ask). */
+size_t accel_store_server_clients(const struct accel_store_server *s);
+
 /* Stops the thread (an eventfd wakes it; it returns within one batch of
  * events), closes every connection, so parked clients get ACCEL_EPEER at
  * once, and frees everything.  NULL is allowed. */
@@ -173,8 +176,10 @@ enum accel_err accel_bootstrap_init(struct accel_bootstrap *b, struct accel_erro
 
 /* Meets every rank in a closing barrier (at most 10 s; a failure is logged,
  * not returned) so that rank 0 does not stop the server under a rank still
- * using it, closes the client, then (rank 0) stops the server.  Zeroed is
- * allowed. */
+ * using it, closes the client, then (rank 0) stops the server.  With
+ * `failed` set there is no barrier: rank 0 serves until every other rank
+ * has closed (they may still read who failed first), at most 10 s or the
+ * timeout.  Zeroed is allowed. */
 void accel_bootstrap_free(struct accel_bootstrap *b);
 
 #endif
