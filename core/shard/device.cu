@@ -337,34 +337,34 @@ static enum accel_err dev_copy(void *ctx, void *dst, const void *src, size_t byt
                    "cudaMemcpyAsync device to device", err);
 }
 
-/* Host to device, complete on return.  The stream is drained first (bounded,
- * through the communicator): a pageable copy behind a stuck collective
- * could otherwise block without a deadline. */
-static enum accel_err dev_put(void *ctx, void *dst, const void *host, size_t bytes,
-                              struct accel_error *err)
+/* A copy between host and device, complete on return.  The stream is
+ * drained first (bounded, through the communicator): a pageable copy behind
+ * a stuck collective could otherwise block without a deadline. */
+static enum accel_err copy_sync(struct shard_dev *d, void *dst, const void *src, size_t bytes,
+                                cudaMemcpyKind kind, const char *what, struct accel_error *err)
 {
-    struct shard_dev *d = (struct shard_dev *)ctx;
     enum accel_err rc;
 
     if ((rc = accel_comm_sync(d->comm, err)) != ACCEL_OK || bytes == 0)
         return rc;
-    rc = checked(d, cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, d->stream),
-                 "cudaMemcpyAsync host to device", err);
+    rc = checked(d, cudaMemcpyAsync(dst, src, bytes, kind, d->stream), what, err);
     return rc != ACCEL_OK ? rc : accel_comm_sync(d->comm, err);
 }
 
-/* Device to host after everything queued so far, complete on return. */
+/* Host to device. */
+static enum accel_err dev_put(void *ctx, void *dst, const void *host, size_t bytes,
+                              struct accel_error *err)
+{
+    return copy_sync((struct shard_dev *)ctx, dst, host, bytes, cudaMemcpyHostToDevice,
+                     "cudaMemcpyAsync host to device", err);
+}
+
+/* Device to host, after everything queued so far. */
 static enum accel_err dev_get(void *ctx, void *host, const void *src, size_t bytes,
                               struct accel_error *err)
 {
-    struct shard_dev *d = (struct shard_dev *)ctx;
-    enum accel_err rc;
-
-    if ((rc = accel_comm_sync(d->comm, err)) != ACCEL_OK || bytes == 0)
-        return rc;
-    rc = checked(d, cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, d->stream),
-                 "cudaMemcpyAsync device to host", err);
-    return rc != ACCEL_OK ? rc : accel_comm_sync(d->comm, err);
+    return copy_sync((struct shard_dev *)ctx, host, src, bytes, cudaMemcpyDeviceToHost,
+                     "cudaMemcpyAsync device to host", err);
 }
 
 /* ---------------------------------------------------------------- element-wise work */

@@ -62,3 +62,29 @@ void test_store_proc_stop(struct test_store_proc *p)
     while (waitpid(p->pid, &status, 0) < 0 && errno == EINTR)
         ;
 }
+
+enum accel_err test_comm_join(unsigned port, uint64_t nonce, unsigned rank, unsigned world,
+                              double timeout_s, struct accel_store **st, struct accel_comm **c,
+                              struct accel_error *err)
+{
+    struct accel_store_opts so;
+    struct accel_comm_opts co;
+    enum accel_err rc;
+
+    memset(&so, 0, sizeof(so));
+    so.host = "127.0.0.1";
+    so.port = port;
+    so.nonce = nonce;
+    so.rank = rank;
+    so.world = world;
+    so.timeout_s = timeout_s;
+    memset(&co, 0, sizeof(co));
+    co.backend = "socket";
+    co.timeout_s = timeout_s;
+    co.nonce = nonce;
+    co.ifaddr = "127.0.0.1";
+    *st = NULL;
+    *c = NULL;
+    rc = accel_store_connect(st, &so, err);
+    return rc != ACCEL_OK ? rc : accel_comm_init(c, *st, rank, world, &co, err);
+}

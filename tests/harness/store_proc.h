@@ -10,6 +10,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "accel/comm.h"
+#include "accel/store.h"
+
 struct test_store_proc {
     pid_t pid;
     int fd;        /* closing it (in every process holding it) stops the server */
@@ -22,5 +25,13 @@ void test_store_proc_start(struct test_store_proc *p, uint64_t nonce);
 
 /* Stops the server and reaps it. */
 void test_store_proc_stop(struct test_store_proc *p);
+
+/* A rank of a test world: connects to the store on 127.0.0.1:port, then
+ * builds a socket communicator on the loopback, both with `timeout_s` and
+ * the job nonce `nonce`.  On error *st and *c are what was made (NULL or
+ * valid) and err says why. */
+enum accel_err test_comm_join(unsigned port, uint64_t nonce, unsigned rank, unsigned world,
+                              double timeout_s, struct accel_store **st, struct accel_comm **c,
+                              struct accel_error *err);
 
 #endif

@@ -162,25 +162,12 @@ typedef int (*rank_fn)(struct accel_comm *c, unsigned rank, const void *arg);
 
 static void child(unsigned port, unsigned rank, unsigned world, rank_fn fn, const void *arg)
 {
-    struct accel_store_opts o = {0};
-    struct accel_comm_opts co = {0};
     struct accel_store *st = NULL;
     struct accel_comm *c = NULL;
     struct accel_error err;
     int rc;
 
-    o.host = "127.0.0.1";
-    o.port = port;
-    o.nonce = NONCE;
-    o.rank = rank;
-    o.world = world;
-    o.timeout_s = 20;
-    co.backend = "socket";
-    co.timeout_s = 20;
-    co.nonce = NONCE;
-    co.ifaddr = "127.0.0.1";
-    if (accel_store_connect(&st, &o, &err) != ACCEL_OK ||
-        accel_comm_init(&c, st, rank, world, &co, &err) != ACCEL_OK) {
+    if (test_comm_join(port, NONCE, rank, world, 20, &st, &c, &err) != ACCEL_OK) {
         sh->out[rank].code = rfail(rank, __FILE__, __LINE__, "rank %u: %s", rank, err.msg);
         _exit(0);
     }

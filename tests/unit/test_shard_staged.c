@@ -209,24 +209,11 @@ static int rank_main(struct accel_comm *c, unsigned rank)
 
 static void child(unsigned port, unsigned rank, unsigned world)
 {
-    struct accel_store_opts so = {0};
-    struct accel_comm_opts co = {0};
     struct accel_store *st = NULL;
     struct accel_comm *c = NULL;
     struct accel_error err;
 
-    so.host = "127.0.0.1";
-    so.port = port;
-    so.nonce = NONCE;
-    so.rank = rank;
-    so.world = world;
-    so.timeout_s = 20;
-    co.backend = "socket";
-    co.timeout_s = 20;
-    co.nonce = NONCE;
-    co.ifaddr = "127.0.0.1";
-    if (accel_store_connect(&st, &so, &err) != ACCEL_OK ||
-        accel_comm_init(&c, st, rank, world, &co, &err) != ACCEL_OK) {
+    if (test_comm_join(port, NONCE, rank, world, 20, &st, &c, &err) != ACCEL_OK) {
         res[rank].code = rfail(rank, __LINE__, "comm", err.msg);
         _exit(0);
     }
