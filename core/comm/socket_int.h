@@ -38,6 +38,9 @@
 #define SOCK_MAX_DIMS 16                  /* up to 65536 ranks */
 #define SOCK_DEFAULT_CUBE_MEM (16u << 20) /* ACCELRUN_SOCKET_CUBE_MEM */
 #define SOCK_CUBE_WINDOW (64u << 10)
+/* all_reduce messages up to this many bytes exchange the whole vector at
+ * every step (socket_cube.c) */
+#define SOCK_CUBE_WHOLE (64u << 10)
 #define SOCK_RING_WINDOW (256u << 10) /* the ring's all_gather: socket_ring.c */
 
 struct sock {
