@@ -7,8 +7,16 @@
  * so a unit gathered and freed every step reuses the same memory without a
  * cudaMalloc or a device-wide sync.  Every allocation, free, memset, copy
  * and kernel is queued on the communicator's stream (accel_comm_cuda_stream),
- * where NCCL queues the collectives and the trainer its kernels: one stream,
- * one order, no events.  `put` and `get` are the only waits, and they wait
+ * where NCCL queues the collectives.  A trainer that computes on that stream
+ * too needs nothing else: one stream, one order.  A trainer that computes on
+ * a stream of its own (accel_shard_set_compute_stream, so that the next
+ * unit's all-gather runs while this unit computes) is ordered with it by two
+ * events, one each way (dev_to_compute, dev_from_compute): an event is
+ * recorded on one stream and the other waits for it on the device, never on
+ * the host.  One event per direction suffices: cudaStreamWaitEvent waits for
+ * the record that precedes the call, and a later record of the same event
+ * does not change a wait already queued.  `put` and `get` are the only
+ * waits, and they wait
  * through accel_comm_sync, which is bounded by the communicator's timeout and
  * reports NCCL's asynchronous errors, never in cudaStreamSynchronize behind a
  * collective whose peer is dead.
@@ -50,8 +58,12 @@ extern "C" {
 
 struct shard_dev {
     struct accel_comm *comm;
-    cudaStream_t stream; /* the communicator's */
-    cudaMemPool_t pool;  /* NULL until created */
+    cudaStream_t stream;  /* the communicator's */
+    cudaStream_t compute; /* the trainer's, NULL when it is `stream` */
+    /* recorded on `stream`, waited for by `compute`; and the other way;
+     * created with the first compute stream, NULL until then */
+    cudaEvent_t to_ev, from_ev;
+    cudaMemPool_t pool; /* NULL until created */
     int device;
     double *part; /* [SUMSQ_BLOCKS] the sum of squares' block partials */
     char who[48]; /* "rank R of N", for messages */
@@ -214,6 +226,11 @@ static void dev_close(void *ctx)
 
     if (d == NULL)
         return;
+    /* an event still pending is released once it completes */
+    if (d->to_ev != NULL && (e = cudaEventDestroy(d->to_ev)) != cudaSuccess)
+        accel_log(ACCEL_LOG_WARN, "%s: shard: cudaEventDestroy: %s", d->who, cudaGetErrorString(e));
+    if (d->from_ev != NULL && (e = cudaEventDestroy(d->from_ev)) != cudaSuccess)
+        accel_log(ACCEL_LOG_WARN, "%s: shard: cudaEventDestroy: %s", d->who, cudaGetErrorString(e));
     if (d->part != NULL && (e = cudaFreeAsync(d->part, d->stream)) != cudaSuccess)
         accel_log(ACCEL_LOG_WARN, "%s: shard: cudaFreeAsync: %s", d->who, cudaGetErrorString(e));
     /* frees still queued complete first: the pool goes when they have */
@@ -465,23 +482,93 @@ static enum accel_err dev_sgd(void *ctx, const struct shard_sgd_k *k, float gmul
     return launched(d, "SGD", n, err);
 }
 
+/* ---------------------------------------------------------------- the compute stream */
+
+/* Work queued on the compute stream from now on runs after everything
+ * queued on the communicator's stream so far. */
+static enum accel_err dev_to_compute(void *ctx, struct accel_error *err)
+{
+    struct shard_dev *d = (struct shard_dev *)ctx;
+    enum accel_err rc;
+
+    if (d->compute == NULL)
+        return ACCEL_OK;
+    if ((rc = checked(d, cudaEventRecord(d->to_ev, d->stream),
+                      "cudaEventRecord on the communicator's stream", err)) != ACCEL_OK)
+        return rc;
+    return checked(d, cudaStreamWaitEvent(d->compute, d->to_ev, 0),
+                   "cudaStreamWaitEvent (the compute stream after the communicator's)", err);
+}
+
+/* Work queued on the communicator's stream from now on (the shard's, and
+ * NCCL's collectives) runs after everything queued on the compute stream so
+ * far. */
+static enum accel_err dev_from_compute(void *ctx, struct accel_error *err)
+{
+    struct shard_dev *d = (struct shard_dev *)ctx;
+    enum accel_err rc;
+
+    if (d->compute == NULL)
+        return ACCEL_OK;
+    if ((rc = checked(d, cudaEventRecord(d->from_ev, d->compute),
+                      "cudaEventRecord on the compute stream", err)) != ACCEL_OK)
+        return rc;
+    return checked(d, cudaStreamWaitEvent(d->stream, d->from_ev, 0),
+                   "cudaStreamWaitEvent (the communicator's stream after the compute stream)", err);
+}
+
+/* Binds the compute stream: the old one's work is handed to the
+ * communicator's stream, and that to the new one, so nothing queued before
+ * the switch is left unordered. */
+static enum accel_err dev_set_compute(void *ctx, void *stream, struct accel_error *err)
+{
+    struct shard_dev *d = (struct shard_dev *)ctx;
+    cudaStream_t c = (cudaStream_t)stream;
+    enum accel_err rc;
+
+    if (c == d->stream)
+        c = NULL;
+    if (c == d->compute)
+        return ACCEL_OK;
+    if (c != NULL && d->to_ev == NULL) {
+        if ((rc = checked(d, cudaEventCreateWithFlags(&d->to_ev, cudaEventDisableTiming),
+                          "cudaEventCreateWithFlags", err)) != ACCEL_OK) {
+            d->to_ev = NULL;
+            return rc;
+        }
+        if ((rc = checked(d, cudaEventCreateWithFlags(&d->from_ev, cudaEventDisableTiming),
+                          "cudaEventCreateWithFlags", err)) != ACCEL_OK) {
+            (void)cudaEventDestroy(d->to_ev);
+            d->to_ev = d->from_ev = NULL;
+            return rc;
+        }
+    }
+    if ((rc = dev_from_compute(d, err)) != ACCEL_OK)
+        return rc;
+    d->compute = c;
+    return dev_to_compute(d, err);
+}
+
 /* In mem_int.h's order (C++17 has no designated initializers). */
 const struct shard_mem_ops shard__cuda_ops = {
-    "cuda",         /* name */
-    false,          /* in_place: kernels run in parallel */
-    dev_open,       /* open */
-    dev_close,      /* close */
-    dev_alloc,      /* alloc */
-    dev_free,       /* free */
-    dev_zero,       /* zero */
-    dev_copy,       /* copy */
-    dev_put,        /* put */
-    dev_get,        /* get */
-    dev_narrow,     /* narrow */
-    dev_widen,      /* widen */
-    dev_round,      /* round */
-    dev_accumulate, /* accumulate */
-    dev_sumsq,      /* sumsq */
-    dev_adamw,      /* adamw */
-    dev_sgd,        /* sgd */
+    "cuda",           /* name */
+    false,            /* in_place: kernels run in parallel */
+    dev_open,         /* open */
+    dev_close,        /* close */
+    dev_alloc,        /* alloc */
+    dev_free,         /* free */
+    dev_zero,         /* zero */
+    dev_copy,         /* copy */
+    dev_put,          /* put */
+    dev_get,          /* get */
+    dev_narrow,       /* narrow */
+    dev_widen,        /* widen */
+    dev_round,        /* round */
+    dev_accumulate,   /* accumulate */
+    dev_sumsq,        /* sumsq */
+    dev_adamw,        /* adamw */
+    dev_sgd,          /* sgd */
+    dev_set_compute,  /* set_compute */
+    dev_to_compute,   /* to_compute */
+    dev_from_compute, /* from_compute */
 };

@@ -17,8 +17,13 @@
  * the same way in both memories (core/comm's dtype_conv.h).
  *
  * On a device everything here is queued on the communicator's stream and
- * returns without waiting.  This file decides no arithmetic of the update
- * (step.c, optim.c).
+ * returns without waiting.  With a compute stream (accel_shard_set_compute_
+ * stream) the hand-offs are here too, as mem's to_compute and from_compute:
+ * a gather and a gradient buffer's first use hand their result to the
+ * compute stream; a reduce and a release that frees take the compute
+ * stream's work first, before they read the gradient or give memory back to
+ * the pool.  This file decides no arithmetic of the update (step.c,
+ * optim.c).
  */
 #include "accel/log.h"
 #include "shard_int.h"
@@ -69,10 +74,12 @@ enum accel_err accel_shard_gather(struct accel_shard *s, size_t u, struct accel_
     if (u >= s->nunits)
         return accel_error_set(err, ACCEL_EINVAL, "shard: gather: no unit %zu", u);
     d = &s->units[u];
-    if (d->gathered)
+    if (d->gathered) /* the compute stream was handed this copy when it was made */
         return ACCEL_OK;
     if (s->o.strategy == ACCEL_NO_SHARD) {
-        rc = gather_local(s, d, err);
+        /* also for fp32, whose copy is the master: the step wrote it */
+        if ((rc = gather_local(s, d, err)) == ACCEL_OK)
+            rc = s->mem->to_compute(s->ctx, err);
         d->gathered = rc == ACCEL_OK;
         return rc;
     }
@@ -89,9 +96,13 @@ enum accel_err accel_shard_gather(struct accel_shard *s, size_t u, struct accel_
     rc = accel_all_gather(s->comm, (char *)wire + d->off * es, wire, d->slen, t, err);
     if (rc == ACCEL_OK && t != ACCEL_F32)
         rc = s->mem->widen(s->ctx, d->params, wire, d->padded, t, err);
-    d->gathered = rc == ACCEL_OK;
 out:
+    /* the staging buffer is the communicator's stream's alone: its free
+     * needs no hand-off */
     wire_put(s, d, wire, d->params);
+    if (rc == ACCEL_OK)
+        rc = s->mem->to_compute(s->ctx, err);
+    d->gathered = rc == ACCEL_OK;
     return rc;
 }
 
@@ -102,7 +113,8 @@ const float *accel_shard_params(struct accel_shard *s, size_t u)
     return s->units[u].params;
 }
 
-/* Drops the gathered copy; the sharded strategies free it. */
+/* Drops the gathered copy; the sharded strategies free it.  The caller
+ * has handed the compute stream's work over first (from_compute). */
 static void drop_params(struct accel_shard *s, struct shard_unit *d)
 {
     d->gathered = false;
@@ -113,16 +125,30 @@ static void drop_params(struct accel_shard *s, struct shard_unit *d)
 void accel_shard_release(struct accel_shard *s, size_t u)
 {
     struct shard_unit *d;
+    struct accel_error e;
 
     if (u >= s->nunits)
         return;
     d = &s->units[u];
     /* SHARD_GRAD_OP keeps the copy from forward through the backwards of
      * every micro-step, and lets it go after the last one */
-    if (s->o.strategy == ACCEL_FULL_SHARD || (s->o.strategy == ACCEL_SHARD_GRAD_OP && d->reduced))
-        drop_params(s, d);
+    if (!(s->o.strategy == ACCEL_FULL_SHARD ||
+          (s->o.strategy == ACCEL_SHARD_GRAD_OP && d->reduced)))
+        return;
+    if (d->params == NULL) {
+        d->gathered = false;
+        return;
+    }
+    /* the compute stream may still read the copy: the free (and whatever
+     * reuses the memory) waits for it */
+    if (s->mem->from_compute(s->ctx, &e) != ACCEL_OK) {
+        accel_log(ACCEL_LOG_WARN, "%s (unit %s's parameters kept)", e.msg, d->name);
+        return;
+    }
+    drop_params(s, d);
 }
 
+/* The caller has handed the compute stream's work over first. */
 enum accel_err shard__after_step(struct accel_shard *s, struct accel_error *err)
 {
     enum accel_err rc = ACCEL_OK;
@@ -150,15 +176,27 @@ static float *grads_of(struct accel_shard *s, struct shard_unit *d, enum accel_e
 
 float *accel_shard_grads(struct accel_shard *s, size_t u)
 {
+    struct shard_unit *d;
     struct accel_error e;
     enum accel_err rc;
-    float *g;
+    bool fresh;
 
     if (u >= s->nunits)
         return NULL;
-    if ((g = grads_of(s, &s->units[u], &rc, &e)) == NULL)
+    d = &s->units[u];
+    fresh = d->grads == NULL;
+    if (grads_of(s, d, &rc, &e) == NULL) {
         accel_log(ACCEL_LOG_WARN, "%s", e.msg);
-    return g;
+        return NULL;
+    }
+    /* a new buffer is zeroed on the communicator's stream: hand it over
+     * (one already in use was handed over when it was new) */
+    if (fresh && s->mem->to_compute(s->ctx, &e) != ACCEL_OK) {
+        accel_log(ACCEL_LOG_WARN, "%s", e.msg);
+        shard__release_buf(s, &d->grads, d->padded);
+        return NULL;
+    }
+    return d->grads;
 }
 
 enum accel_err accel_shard_reduce(struct accel_shard *s, size_t u, bool last,
@@ -176,6 +214,10 @@ enum accel_err accel_shard_reduce(struct accel_shard *s, size_t u, bool last,
     if (!last) /* no_sync: the full gradient keeps accumulating here */
         return ACCEL_OK;
     d = &s->units[u];
+    /* backward wrote the gradient on the compute stream: the reduction, and
+     * the free of the buffer after it, wait for that */
+    if ((rc = s->mem->from_compute(s->ctx, err)) != ACCEL_OK)
+        return rc;
     if ((g = grads_of(s, d, &rc, err)) == NULL)
         return rc;
     /* the padding must stay zero whatever the trainer wrote past numel */

@@ -197,6 +197,23 @@ static enum accel_err host_sgd(void *ctx, const struct shard_sgd_k *k, float gmu
     return ACCEL_OK;
 }
 
+/* Every call is complete on return: there is nothing to order with a
+ * stream, so one is accepted and ignored. */
+static enum accel_err host_set_compute(void *ctx, void *stream, struct accel_error *err)
+{
+    (void)ctx;
+    (void)stream;
+    (void)err;
+    return ACCEL_OK;
+}
+
+static enum accel_err host_handoff(void *ctx, struct accel_error *err)
+{
+    (void)ctx;
+    (void)err;
+    return ACCEL_OK;
+}
+
 const struct shard_mem_ops shard__host_ops = {
     .name = "host",
     .in_place = true,
@@ -215,4 +232,7 @@ const struct shard_mem_ops shard__host_ops = {
     .sumsq = host_sumsq,
     .adamw = host_adamw,
     .sgd = host_sgd,
+    .set_compute = host_set_compute,
+    .to_compute = host_handoff,
+    .from_compute = host_handoff,
 };

@@ -10,7 +10,9 @@
  *         current device, and kernels, for the nccl backend.  Every call
  *         queues its work on the communicator's stream
  *         (accel_comm_cuda_stream) and returns; only `put` and `get` wait,
- *         through accel_comm_sync (bounded, NCCL errors reported).
+ *         through accel_comm_sync (bounded, NCCL errors reported).  A
+ *         trainer's compute stream, when one is set, is ordered with that
+ *         stream by events (to_compute, from_compute), never by a wait.
  *
  * shard.c, gather.c, step.c and optim.c decide what is done and in which
  * order; they call these and never touch a buffer's elements themselves.
@@ -92,6 +94,21 @@ struct shard_mem_ops {
                             const float *g, float *m, float *v, size_t n, struct accel_error *err);
     enum accel_err (*sgd)(void *ctx, const struct shard_sgd_k *k, float gmul, float *p,
                           const float *g, float *buf, size_t n, struct accel_error *err);
+
+    /* The trainer's compute stream (accel_shard_set_compute_stream), where
+     * it reads the gathered parameters and writes the full gradients while
+     * this memory's own work stays where it was.  set_compute binds `stream`
+     * (NULL, or the memory's own stream: none), handing over what the old
+     * one queued first; to_compute: work queued on the compute stream after
+     * the call runs after everything this memory (and the communicator)
+     * queued before it; from_compute: work this memory and the communicator
+     * queue after the call runs after everything queued on the compute
+     * stream before it.  Neither waits on the host; both are no-ops without
+     * a compute stream.  host: set_compute ignores the stream (every call is
+     * complete on return), the other two do nothing. */
+    enum accel_err (*set_compute)(void *ctx, void *stream, struct accel_error *err);
+    enum accel_err (*to_compute)(void *ctx, struct accel_error *err);
+    enum accel_err (*from_compute)(void *ctx, struct accel_error *err);
 };
 
 extern const struct shard_mem_ops shard__host_ops;

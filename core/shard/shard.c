@@ -180,6 +180,12 @@ void accel_shard_free(struct accel_shard *s)
     if (s == NULL)
         return;
     m = s->mem;
+    /* the frees wait for the compute stream's work (errors: nothing better
+     * to do than free anyway) */
+    if (s->ctx != NULL) {
+        struct accel_error e;
+        (void)m->from_compute(s->ctx, &e);
+    }
     for (size_t u = 0; s->units != NULL && u < s->nunits; u++) {
         struct shard_unit *d = &s->units[u];
         if (d->params != d->master) /* NO_SHARD fp32 lends the master */
@@ -254,11 +260,16 @@ enum accel_err accel_shard_set_full(struct accel_shard *s, size_t u, const float
                                     struct accel_error *err)
 {
     struct shard_unit *d;
+    enum accel_err rc;
 
     if (u >= s->nunits || full == NULL)
         return accel_error_set(err, ACCEL_EINVAL, "shard: set_full: no unit %zu or no values", u);
     d = &s->units[u];
     d->gathered = false; /* a held copy no longer matches */
+    /* a compute stream may still read the master (NO_SHARD fp32): the put
+     * waits for the communicator's stream, and that for the compute one */
+    if ((rc = s->mem->from_compute(s->ctx, err)) != ACCEL_OK)
+        return rc;
     return s->mem->put(s->ctx, d->master, full + d->begin, (d->end - d->begin) * sizeof(float),
                        err);
 }
@@ -266,6 +277,7 @@ enum accel_err accel_shard_set_full(struct accel_shard *s, size_t u, const float
 enum accel_err accel_shard_restore(struct accel_shard *s, unsigned long step, double loss_scale,
                                    struct accel_error *err)
 {
+    enum accel_err rc;
     int e;
 
     if (s->o.compute == ACCEL_F16
@@ -275,10 +287,20 @@ enum accel_err accel_shard_restore(struct accel_shard *s, unsigned long step, do
                                "shard: restore: loss scale %g (fp16: a power of two in [1, 2^64]; "
                                "otherwise 1)",
                                loss_scale);
+    if ((rc = s->mem->from_compute(s->ctx, err)) != ACCEL_OK)
+        return rc;
     s->step = step;
     s->scale = loss_scale;
     s->good = 0;
     return shard__after_step(s, err);
+}
+
+enum accel_err accel_shard_set_compute_stream(struct accel_shard *s, void *stream,
+                                              struct accel_error *err)
+{
+    if (s == NULL)
+        return accel_error_set(err, ACCEL_EINVAL, "shard: set_compute_stream: no shard");
+    return s->mem->set_compute(s->ctx, stream, err);
 }
 
 void accel_shard_set_lr(struct accel_shard *s, double lr)

@@ -66,6 +66,10 @@ enum accel_err accel_shard_step(struct accel_shard *s, struct accel_shard_stats 
                                    "shard: step: unit %s has a gradient that was not reduced "
                                    "(call accel_shard_reduce with last = true after its backward)",
                                    s->units[u].name);
+    /* the compute stream's work first: the update rewrites the master (a
+     * NO_SHARD fp32 compute copy), and the gathered copies are freed */
+    if ((rc = s->mem->from_compute(s->ctx, err)) != ACCEL_OK)
+        return rc;
     if ((rc = partial_sums(s, err)) != ACCEL_OK)
         return rc;
     total = s->partials_host[0];

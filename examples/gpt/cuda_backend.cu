@@ -1,16 +1,26 @@
 /*
  * cuda_backend.cu: the CUDA backend's context and table (gpu.h): device
- * selection, cuBLAS (loaded with dlopen) and its handle on the
- * communicator's stream, device memory
- * (cudaMalloc, and cudaMemsetAsync / cudaMemcpyAsync on that stream), the
- * first-failure record every call of the backend goes through, and the
- * gpt_ops table that points at the kernels of kernels_cuda.cu,
- * matmul_cuda.cu and attention_cuda.cu.  It launches no kernel itself.
+ * selection, the compute stream and cuBLAS (loaded with dlopen) with its
+ * handle on that stream, device memory (cudaMalloc, and cudaMemsetAsync /
+ * cudaMemcpyAsync on that stream), the hand-offs between the compute stream
+ * and the communicator's (two events), the first-failure record every call
+ * of the backend goes through, and the gpt_ops table that points at the
+ * kernels of kernels_cuda.cu, matmul_cuda.cu and attention_cuda.cu.  It
+ * launches no kernel itself.
  *
- * The one wait is download(): a copy to the host and cudaStreamSynchronize.
- * train.c calls accel_comm_sync (bounded by the communicator's timeout,
- * aborting NCCL on a dead peer) just before, so the stream has nothing left
- * but that copy of a few bytes when the unbounded call runs.
+ * The compute stream is the backend's own so that the shard's all-gathers
+ * and reductions (on the communicator's stream) run while the model
+ * computes; core/shard orders its buffers with it (accel_shard_set_compute_
+ * stream) and train.c the loss's all-reduce (gpt_cuda_comm_after,
+ * gpt_cuda_compute_after).  Nothing here changes what a kernel computes or
+ * in which order on its stream: runs stay bit-identical.
+ *
+ * The one wait is download(): a copy to the host and cudaStreamSynchronize
+ * of the compute stream.  train.c hands the compute stream's work to the
+ * communicator's stream and calls accel_comm_sync (bounded by the
+ * communicator's timeout, aborting NCCL on a dead peer) just before, then
+ * hands back, so the compute stream has nothing left but that copy of a few
+ * bytes when the unbounded call runs.
  */
 #include <cstdio>
 #include <cstdlib>
@@ -253,10 +263,42 @@ void gpt_cuda_free(struct gpt_cuda *g)
         return;
     if (g->handle)
         (void)g->blas.destroy(g->handle);
+    /* pending work and events are released once the device completes them */
+    if (g->to_comm)
+        (void)cudaEventDestroy(g->to_comm);
+    if (g->to_compute)
+        (void)cudaEventDestroy(g->to_compute);
+    if (g->stream)
+        (void)cudaStreamDestroy(g->stream);
+    (void)cudaGetLastError();
     free(g);
 }
 
-int gpt_cuda_init(struct gpt_cuda **out, void *stream, char *why, size_t whylen)
+void *gpt_cuda_stream(const struct gpt_cuda *g)
+{
+    return g ? (void *)g->stream : NULL;
+}
+
+/* Records ev on `from` and makes `to` wait for it (on the device). */
+static int handoff(struct gpt_cuda *g, cudaEvent_t ev, cudaStream_t from, cudaStream_t to,
+                   const char *op, char *why, size_t whylen)
+{
+    if (!g->failed && gpt_cuda__ok(g, cudaEventRecord(ev, from), op, "cudaEventRecord"))
+        (void)gpt_cuda__ok(g, cudaStreamWaitEvent(to, ev, 0), op, "cudaStreamWaitEvent");
+    return cu_status(g, why, whylen);
+}
+
+int gpt_cuda_comm_after(struct gpt_cuda *g, char *why, size_t whylen)
+{
+    return handoff(g, g->to_comm, g->stream, g->comm, "communicator after compute", why, whylen);
+}
+
+int gpt_cuda_compute_after(struct gpt_cuda *g, char *why, size_t whylen)
+{
+    return handoff(g, g->to_compute, g->comm, g->stream, "compute after communicator", why, whylen);
+}
+
+int gpt_cuda_init(struct gpt_cuda **out, void *comm_stream, char *why, size_t whylen)
 {
     struct gpt_cuda *g = (struct gpt_cuda *)calloc(1, sizeof *g);
     cudaFuncAttributes fa;
@@ -267,9 +309,17 @@ int gpt_cuda_init(struct gpt_cuda **out, void *stream, char *why, size_t whylen)
         return -1;
     }
     g->device = -1;
-    g->stream = (cudaStream_t)stream;
-    if (!stream)
+    g->comm = (cudaStream_t)comm_stream;
+    if (!comm_stream)
         gpt_cuda__fail(g, "init", "no CUDA stream (the communicator is not nccl)");
+    /* on the current device, the communicator's */
+    if (!g->failed &&
+        gpt_cuda__ok(g, cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking), "init",
+                     "cudaStreamCreateWithFlags") &&
+        gpt_cuda__ok(g, cudaEventCreateWithFlags(&g->to_comm, cudaEventDisableTiming), "init",
+                     "cudaEventCreateWithFlags"))
+        (void)gpt_cuda__ok(g, cudaEventCreateWithFlags(&g->to_compute, cudaEventDisableTiming),
+                           "init", "cudaEventCreateWithFlags");
     if (!g->failed && gpt_cuda__ok(g, cudaGetDevice(&g->device), "init", "cudaGetDevice") &&
         gpt_cuda__ok(g, cudaGetDeviceProperties(&g->prop, g->device), "init",
                      "cudaGetDeviceProperties")) {

@@ -43,7 +43,11 @@ struct gpt_blas {
 
 struct gpt_cuda {
     int device;
-    cudaStream_t stream; /* the communicator's: every kernel and GEMM goes here */
+    cudaStream_t stream; /* the compute stream, ours: every kernel, GEMM and copy */
+    cudaStream_t comm;   /* the communicator's: the shard's work and the collectives */
+    /* recorded on one stream, waited for by the other (gpt_cuda_comm_after,
+     * gpt_cuda_compute_after); NULL until created */
+    cudaEvent_t to_comm, to_compute;
     struct gpt_blas blas;
     cublasHandle_t handle;
     cudaDeviceProp prop;

@@ -24,9 +24,9 @@ int gpt_cuda_select(unsigned local_rank, int *device, char *why, size_t whylen)
     return -1;
 }
 
-int gpt_cuda_init(struct gpt_cuda **out, void *stream, char *why, size_t whylen)
+int gpt_cuda_init(struct gpt_cuda **out, void *comm_stream, char *why, size_t whylen)
 {
-    (void)stream;
+    (void)comm_stream;
     *out = NULL;
     snprintf(why, whylen, "%s", NO_CUDA);
     return -1;
@@ -35,6 +35,26 @@ int gpt_cuda_init(struct gpt_cuda **out, void *stream, char *why, size_t whylen)
 void gpt_cuda_free(struct gpt_cuda *g)
 {
     (void)g;
+}
+
+void *gpt_cuda_stream(const struct gpt_cuda *g)
+{
+    (void)g;
+    return NULL;
+}
+
+int gpt_cuda_comm_after(struct gpt_cuda *g, char *why, size_t whylen)
+{
+    (void)g;
+    snprintf(why, whylen, "%s", NO_CUDA);
+    return -1;
+}
+
+int gpt_cuda_compute_after(struct gpt_cuda *g, char *why, size_t whylen)
+{
+    (void)g;
+    snprintf(why, whylen, "%s", NO_CUDA);
+    return -1;
 }
 
 void gpt_cuda_describe(const struct gpt_cuda *g, char *buf, size_t len)

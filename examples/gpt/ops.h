@@ -7,7 +7,8 @@
  *                               entry calling that kernel unchanged, so the
  *                               CPU path computes the same bits as before
  *   gpu.h         (the .cu)     device memory and CUDA kernels with cuBLAS,
- *                               queued on one stream (the communicator's)
+ *                               queued on one stream (the backend's compute
+ *                               stream, beside the communicator's)
  *
  * Every entry takes the backend's context first (NULL for the CPU).  Pointer
  * arguments are the backend's memory (alloc), except where "host" is said.

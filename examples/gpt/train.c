@@ -14,8 +14,13 @@
  * Two modes, by the communicator's backend: "socket" runs on the CPU
  * (kernels.c, host buffers); "nccl" runs on the GPU of LOCAL_RANK (gpu.h):
  * activations, gathered parameters and gradients in device memory, every
- * kernel and every collective queued on the communicator's stream, the
- * micro-batch's bytes copied in and the loss read back once a step.
+ * kernel and copy queued on the backend's compute stream and every
+ * collective on the communicator's, ordered by events (the shard's through
+ * accel_shard_set_compute_stream, the loss's all-reduce here), the next
+ * unit's all-gather issued while this unit computes (prefetch), the
+ * micro-batch's bytes copied in and the loss read back once a step.  The
+ * CPU mode prefetches nothing (every call there is complete on return, so
+ * it would only raise the peak).
  * What this file does not do: kernels (kernels.c, the .cu files), units
  * (model.c), data (data.c), flags (args.c).
  */
@@ -113,7 +118,14 @@ static int check_backend(struct trainer *t, const char *what)
 }
 
 /* Forward of every unit on the micro-batch in t->m; the head stays gathered
- * when backward follows (FSDP does not reshard the last unit either). */
+ * when backward follows (FSDP does not reshard the last unit either).
+ *
+ * Device mode prefetches: unit u + 1's gather is called after unit u's
+ * kernels are queued (the compute stream's wait for it then lands behind
+ * them, not ahead) and before unit u's release (whose hand-off makes the
+ * communicator's stream wait for unit u's compute), so the all-gather runs
+ * while unit u computes; the gather at the top of the loop is then a no-op.
+ * Every rank calls the collectives in the same order. */
 static int forward(struct trainer *t, bool then_backward)
 {
     for (size_t u = 0; u < t->m.nunits; u++) {
@@ -122,24 +134,46 @@ static int forward(struct trainer *t, bool then_backward)
         gpt_forward(&t->m, u, accel_shard_params(t->shard, u));
         if (check_backend(t, "forward"))
             return -1;
+        if (t->device && u + 1 < t->m.nunits &&
+            accel_shard_gather(t->shard, u + 1, &t->err) != ACCEL_OK)
+            return fail(t, "gather (forward prefetch)");
         if (!(then_backward && u + 1 == t->m.nunits))
             accel_shard_release(t->shard, u);
     }
     return 0;
 }
 
+/* Unit u's gathered parameters (FULL_SHARD: gathered again) and its
+ * gradient buffer (allocated and zeroed on first use in a step). */
+static float *backward_buffers(struct trainer *t, size_t u, const char *what)
+{
+    float *g;
+
+    if (accel_shard_gather(t->shard, u, &t->err) != ACCEL_OK) {
+        fail(t, what);
+        return NULL;
+    }
+    if (!(g = accel_shard_grads(t->shard, u))) {
+        accel_error_set(&t->err, ACCEL_ENOMEM, "no gradient buffer for unit %zu", u);
+        fail(t, "grads");
+    }
+    return g;
+}
+
+/* Device mode prefetches as forward does: unit u - 1's gather and gradient
+ * buffer after unit u's backward is queued and before its reduce, so the
+ * all-gather runs during unit u's backward, and unit u's reduce-scatter
+ * (which waits for that backward) during unit u - 1's. */
 static int backward(struct trainer *t, float dloss, bool last)
 {
     for (size_t u = t->m.nunits; u-- > 0;) {
-        if (accel_shard_gather(t->shard, u, &t->err) != ACCEL_OK)
-            return fail(t, "gather (backward)");
-        float *g = accel_shard_grads(t->shard, u);
-        if (!g) {
-            accel_error_set(&t->err, ACCEL_ENOMEM, "no gradient buffer for unit %zu", u);
-            return fail(t, "grads");
-        }
+        float *g = backward_buffers(t, u, "gather (backward)");
+        if (!g)
+            return -1;
         gpt_backward(&t->m, u, accel_shard_params(t->shard, u), g, dloss);
         if (check_backend(t, "backward"))
+            return -1;
+        if (t->device && u > 0 && !backward_buffers(t, u - 1, "gather (backward prefetch)"))
             return -1;
         if (accel_shard_reduce(t->shard, u, last, &t->err) != ACCEL_OK)
             return fail(t, "reduce");
@@ -151,16 +185,27 @@ static int backward(struct trainer *t, float dloss, bool last)
 /* Global mean of the per-rank mean loss sum / denom (every rank has the same
  * token count): computed where the loss is (host or device), all-reduced
  * there, then read back: the one wait for the device in a step, bounded by
- * the communicator's timeout (accel_comm_sync) before the copy. */
+ * the communicator's timeout (accel_comm_sync) before the copy.  On a device
+ * the loss is made on the compute stream and all-reduced on the
+ * communicator's: that stream first waits for the compute stream (so the
+ * sync covers both), and the compute stream, where the copy goes, for it. */
 static int global_mean(struct trainer *t, double denom, float *out)
 {
     float *x = gpt_loss_mean(&t->m, denom);
     char why[512];
 
+    if (t->device && gpt_cuda_comm_after(t->cuda, why, sizeof why)) {
+        accel_error_set(&t->err, ACCEL_EIO, "%s", why);
+        return fail(t, "loss (to the communicator's stream)");
+    }
     if (accel_all_reduce(t->comm, x, x, 1, ACCEL_F32, ACCEL_AVG, &t->err) != ACCEL_OK)
         return fail(t, "all_reduce (loss)");
     if (accel_comm_sync(t->comm, &t->err) != ACCEL_OK)
         return fail(t, "sync (loss)");
+    if (t->device && gpt_cuda_compute_after(t->cuda, why, sizeof why)) {
+        accel_error_set(&t->err, ACCEL_EIO, "%s", why);
+        return fail(t, "loss (to the compute stream)");
+    }
     if (gpt_read(&t->m, out, x, sizeof *out, why, sizeof why)) {
         accel_error_set(&t->err, ACCEL_EIO, "%s", why);
         return fail(t, "read (loss)");
@@ -339,6 +384,11 @@ static int setup(struct trainer *t)
                         accel_comm_backend(t->comm));
         return fail(t, "shard init");
     }
+    /* the model computes on the backend's stream, the shard stays on the
+     * communicator's: the shard orders the two (docs/shard.md) */
+    if (t->device &&
+        accel_shard_set_compute_stream(t->shard, gpt_cuda_stream(t->cuda), &t->err) != ACCEL_OK)
+        return fail(t, "shard compute stream");
     for (size_t u = 0; u < t->m.nunits; u++) {
         size_t off = 0;
         if (accel_shard_unit_numel(t->shard, u) != t->m.numel[u]) {
@@ -413,7 +463,7 @@ static void banner(const struct trainer *t)
         char dev[160];
         gpt_cuda_describe(t->cuda, dev, sizeof dev);
         printf("train_gpt: device %s: CUDA kernels, cuBLAS fp32 GEMMs (no TF32), activations "
-               "%.1f MiB\n",
+               "%.1f MiB; compute stream, next unit's all-gather overlapped\n",
                dev, (double)t->m.act_bytes / (1024.0 * 1024.0));
     }
     fflush(stdout);
@@ -518,8 +568,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "train_gpt: cannot write %s\n", t.a.loss_log);
         rc = 1;
     }
-    /* the shard's and the model's device buffers, then the cuBLAS handle on
-     * the communicator's stream, then the communicator */
+    /* the shard's device buffers (their frees wait for the compute stream,
+     * so before it goes) and the model's, then the cuBLAS handle and the
+     * compute stream, then the communicator */
     accel_shard_free(t.shard);
     gpt_free(&t.m);
     gpt_cuda_free(t.cuda);

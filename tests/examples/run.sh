@@ -63,9 +63,8 @@ compare() {
 }
 
 # within NAME VALUE TOL: passes when VALUE <= TOL
-within() {
-    if awk -v v="$2" -v t="$3" 'BEGIN { exit !(v <= t) }'; then ok "$1"; else bad "$1"; fi
-}
+# shellcheck source=tests/lib/within.sh
+. "$here/../lib/within.sh"
 
 for f in "$train" "$accelrun" "$cfg" "$cfg_bf16"; do
     if [ ! -e "$f" ]; then
@@ -141,7 +140,7 @@ for pair in "w1 w2 world+1+vs+2" "w1 w4 world+1+vs+4" "w2 w4 world+2+vs+4" \
         within "fp32 $what: every step within $FP32_STEP_TOL (max $max at step $at)" "$max" \
             $FP32_STEP_TOL
         within "fp32 $what: final step and validation within $FP32_FINAL_TOL ($final, $val)" \
-            "$(awk -v a="$final" -v b="$val" 'BEGIN { print a > b ? a : b }')" $FP32_FINAL_TOL
+            "$(awk -v a="$final" -v b="$val" 'BEGIN { print (a > b ? a : b) }')" $FP32_FINAL_TOL
     else
         skipped "fp32 $what: a run failed"
     fi

@@ -35,6 +35,15 @@
  *   - buffers: accel_shard_on_device, device pointers from params, grads,
  *     master and optim_state, the accounting of the 16-bit staging buffer,
  *     set_full copying from host memory, the caller's own stream;
+ *   - a compute stream of the trainer's (accel_shard_set_compute_stream,
+ *     a second, non-blocking stream): the trainer's reads of the gathered
+ *     parameters and its writes of the gradients go on that stream, waited
+ *     for on that stream alone, with the prefetching call order (gather of
+ *     the next unit, and its gradient buffer, before this unit's release
+ *     and reduce), in every strategy: the weights must still equal the
+ *     host's bit for bit, which a missing hand-off would break (a read of
+ *     parameters not yet gathered, of a gradient not yet zeroed, a reduce
+ *     of a gradient not yet written);
  *   - a unit too large for the device: ACCEL_ENOMEM naming the unit and the
  *     size, and the device usable afterwards.
  *
@@ -171,6 +180,35 @@ static void store_back(struct accel_comm *c, bool dev, void *dst, const void *ho
         test_fail(__FILE__, __LINE__, "accel_comm_sync: %s", err.msg);
 }
 
+/* The trainer's compute stream, NULL for the communicator's: micro's
+ * copies of parameters and gradients go there, ordered by the shard's
+ * hand-offs alone (the host waits for this stream only). */
+static cudaStream_t compute_stream;
+
+static void cfetch(struct accel_comm *c, bool dev, void *host, const void *src, size_t bytes)
+{
+    if (!dev || compute_stream == NULL) {
+        fetch(c, dev, host, src, bytes);
+        return;
+    }
+    ASSERT_INT_EQ(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, compute_stream),
+                  cudaSuccess);
+    ASSERT_INT_EQ(cudaStreamSynchronize(compute_stream), cudaSuccess);
+}
+
+static void cstore(struct accel_comm *c, bool dev, void *dst, const void *host, size_t bytes)
+{
+    if (!dev || compute_stream == NULL) {
+        store_back(c, dev, dst, host, bytes);
+        return;
+    }
+    ASSERT_INT_EQ(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, compute_stream),
+                  cudaSuccess);
+    /* the copy, not the communicator's stream: the reduce's hand-off must
+     * order the communicator's stream after it */
+    ASSERT_INT_EQ(cudaStreamSynchronize(compute_stream), cudaSuccess);
+}
+
 static bool is_device_pointer(const void *p)
 {
     struct cudaPointerAttributes a;
@@ -234,10 +272,14 @@ static void init_weights(struct accel_shard *s, float *buf)
 }
 
 /* The trainer's side of one micro-step: forward reads every unit's
- * parameters; backward ADDS a gradient that depends on them. */
+ * parameters; backward ADDS a gradient that depends on them.  With a
+ * compute stream, in train_gpt's order: the next unit's gather (and in
+ * backward its gradient buffer) after this unit's work, before its release
+ * and reduce. */
 static void micro(struct accel_shard *s, struct accel_comm *c, bool dev, unsigned step, unsigned k,
                   float **held, float *tmp, bool fp16)
 {
+    bool ahead = dev && compute_stream != NULL;
     struct accel_error err;
 
     for (size_t u = 0; u < NUNITS; u++) {
@@ -245,7 +287,9 @@ static void micro(struct accel_shard *s, struct accel_comm *c, bool dev, unsigne
         if (accel_shard_gather(s, u, &err) != ACCEL_OK)
             test_fail(__FILE__, __LINE__, "gather %zu: %s", u, err.msg);
         ASSERT((p = accel_shard_params(s, u)) != NULL);
-        fetch(c, dev, held[u], p, numel_of(u) * sizeof(float));
+        cfetch(c, dev, held[u], p, numel_of(u) * sizeof(float));
+        if (ahead && u + 1 < NUNITS && accel_shard_gather(s, u + 1, &err) != ACCEL_OK)
+            test_fail(__FILE__, __LINE__, "gather %zu ahead: %s", u + 1, err.msg);
         accel_shard_release(s, u);
     }
     for (size_t u = NUNITS; u-- > 0;) {
@@ -254,13 +298,18 @@ static void micro(struct accel_shard *s, struct accel_comm *c, bool dev, unsigne
         if (accel_shard_gather(s, u, &err) != ACCEL_OK)
             test_fail(__FILE__, __LINE__, "gather %zu: %s", u, err.msg);
         ASSERT((g = accel_shard_grads(s, u)) != NULL);
-        fetch(c, dev, tmp, g, n * sizeof(float));
+        cfetch(c, dev, tmp, g, n * sizeof(float));
         for (size_t i = 0; i < n; i++)
             tmp[i] +=
                 scale * (0.5f * held[u][i] + 0.01f * rnd(step * 4 + k, (uint32_t)(u * BIG + i)));
         if (fp16 && step == 2 && u == 0)
             tmp[7] = 1e5f * scale; /* past 65504 once narrowed */
-        store_back(c, dev, g, tmp, n * sizeof(float));
+        cstore(c, dev, g, tmp, n * sizeof(float));
+        if (ahead && u > 0) {
+            if (accel_shard_gather(s, u - 1, &err) != ACCEL_OK)
+                test_fail(__FILE__, __LINE__, "gather %zu ahead: %s", u - 1, err.msg);
+            ASSERT(accel_shard_grads(s, u - 1) != NULL);
+        }
         if (accel_shard_reduce(s, u, k + 1 == ACCUM, &err) != ACCEL_OK)
             test_fail(__FILE__, __LINE__, "reduce %zu: %s", u, err.msg);
         accel_shard_release(s, u);
@@ -282,6 +331,11 @@ static void train(struct accel_comm *c, const struct cfg *cf, struct run *out)
                   err.msg);
     dev = accel_shard_on_device(s);
     ASSERT(dev == (strcmp(accel_comm_backend(c), "nccl") == 0));
+    /* the host shard accepts the stream and ignores it */
+    if (compute_stream != NULL &&
+        accel_shard_set_compute_stream(s, compute_stream, &err) != ACCEL_OK)
+        test_fail(__FILE__, __LINE__, "%s on %s: set_compute_stream: %s", cf->name,
+                  accel_comm_backend(c), err.msg);
     for (size_t u = 0; u < NUNITS; u++) {
         held[u] = accel_malloc(numel_of(u) * sizeof(float));
         ASSERT(held[u] != NULL);
@@ -421,6 +475,35 @@ TEST(matches_host_f16)
     matches_host(ACCEL_F16);
 }
 
+/* The trainer on a compute stream of its own, every strategy, bf16 (the
+ * staging buffers) and fp32 (NO_SHARD: the compute copy is the master, which
+ * the step rewrites); see the file's comment. */
+TEST(matches_host_on_a_compute_stream)
+{
+    static const enum accel_shard_strategy strategies[] = {ACCEL_FULL_SHARD, ACCEL_SHARD_GRAD_OP,
+                                                           ACCEL_NO_SHARD};
+    static const enum accel_dtype types[] = {ACCEL_BF16, ACCEL_F32};
+    struct world w;
+    double t0 = now_s();
+
+    ASSERT_INT_EQ(cudaStreamCreateWithFlags(&compute_stream, cudaStreamNonBlocking), cudaSuccess);
+    world_open(&w, NULL);
+    for (size_t ti = 0; ti < 2; ti++)
+        for (size_t si = 0; si < 3; si++) {
+            char name[64];
+            struct cfg cf = {types[ti], strategies[si], ACCEL_ADAMW, 0, 0, name};
+            snprintf(name, sizeof(name), "%s %s compute stream", accel_dtype_name(types[ti]),
+                     si == 0   ? "FULL_SHARD"
+                     : si == 1 ? "SHARD_GRAD_OP"
+                               : "NO_SHARD");
+            compare(&w, &cf);
+        }
+    world_close(&w);
+    ASSERT_INT_EQ(cudaStreamDestroy(compute_stream), cudaSuccess);
+    compute_stream = NULL;
+    test_note("%.1f s", now_s() - t0);
+}
+
 /* Device pointers, the staging buffer in the accounting, set_full from host
  * memory, on the caller's own stream. */
 TEST(device_buffers_on_the_callers_stream)
@@ -558,6 +641,7 @@ static const struct test_case cases[] = {
     T(matches_host_f32),
     T(matches_host_bf16),
     T(matches_host_f16),
+    T(matches_host_on_a_compute_stream),
     T(unit_too_large_is_enomem),
 };
 

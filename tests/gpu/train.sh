@@ -100,9 +100,8 @@ compare() {
         END { printf "%.3g %.3g %d %.3g\n", first, max, at, val }'
 }
 
-within() {
-    if awk -v v="$2" -v t="$3" 'BEGIN { exit !(v <= t) }'; then ok "$1"; else bad "$1"; fi
-}
+# shellcheck source=tests/lib/within.sh
+. "$here/../lib/within.sh"
 
 # the "ms/step (steps 2..N)" of a run's summary line
 ms_per_step() {

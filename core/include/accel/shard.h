@@ -56,14 +56,17 @@
  * (accel_shard_params, _grads, _master, _optim_state) are device pointers,
  * and all of the shard's work, collectives and kernels, is queued on the
  * communicator's stream, accel_comm_cuda_stream(comm), and returns without
- * waiting.  The trainer queues its kernels on that same stream, which orders
- * them with the shard's without a sync; work on another stream, and host
- * reads, must wait for that stream first (accel_comm_sync).  The shard
- * waits only where it needs a value on the host: accel_shard_step (the
+ * waiting.  The trainer either queues its kernels on that same stream,
+ * which orders them with the shard's without a sync (and without overlap),
+ * or names a compute stream of its own (accel_shard_set_compute_stream):
+ * the shard then orders the two streams by CUDA events, so that the next
+ * unit's all-gather runs on the communicator's stream while this unit
+ * computes.  Other streams, and host reads, must wait for the stream the
+ * value was made on first (accel_comm_sync for the communicator's).  The
+ * shard waits only where it needs a value on the host: accel_shard_step (the
  * norm), accel_shard_set_full and accel_shard_init, each through
  * accel_comm_sync (bounded by the communicator's timeout).  Nothing overlaps
- * on socket; on nccl accel_shard_gather(u + 1) called early queues the next
- * all-gather behind the current work (docs/shard.md).
+ * on socket (docs/shard.md, "Streams and events").
  *
  * Ownership: accel_shard_init copies the unit specs; accel_shard_free frees
  * everything.  The communicator stays the caller's and must outlive the
@@ -216,11 +219,13 @@ enum accel_err accel_shard_gather(struct accel_shard *s, size_t u,
  * gathered (and after accel_shard_step, which makes every gathered copy
  * stale); and its full gradient buffer (numel fp32), which backward ADDS
  * into, allocated and zeroed on first use in a step (NULL when that
- * allocation fails; the reason is logged).  Write only the first numel
- * elements.  Device pointers on a device, valid for kernels queued on the
- * communicator's stream after the call (the gather and the zeroing are
- * queued there), until release, reduce or step frees them (also in stream
- * order). */
+ * allocation, or the hand-off to the compute stream, fails; the reason is
+ * logged).  Write only the first numel elements.  Device pointers on a
+ * device, valid for kernels queued on the compute stream (the communicator's
+ * unless one was set) after the accel_shard_gather and the first
+ * accel_shard_grads of the unit, until release, reduce or step frees them
+ * (in stream order, after the compute stream's work queued before that
+ * call). */
 const float *accel_shard_params(struct accel_shard *s, size_t u);
 float *accel_shard_grads(struct accel_shard *s, size_t u);
 
@@ -258,6 +263,38 @@ struct accel_shard_stats {
 enum accel_err accel_shard_step(struct accel_shard *s, struct accel_shard_stats *st,
                                 struct accel_error *err) ACCEL_WUR;
 
+/* The stream the trainer computes on (a cudaStream_t; NULL, or the
+ * communicator's own stream: none, the default), so that collectives and
+ * compute overlap.  The shard's work stays on the communicator's stream and
+ * the hand-offs are device-side (a CUDA event recorded on one stream and
+ * waited for by the other; never a host wait), each inserted where its call
+ * is made:
+ *
+ *   accel_shard_gather (when it gathers) and the first accel_shard_grads of
+ *   a unit in a step: compute work queued after the call runs after the
+ *   communicator's stream's work queued before it (the gathered copy, the
+ *   zeroed gradient, and every collective queued earlier);
+ *   accel_shard_reduce (last), accel_shard_release (when it frees),
+ *   accel_shard_step, accel_shard_set_full, accel_shard_restore and
+ *   accel_shard_free: the communicator's stream's work queued by the call
+ *   (and after it) runs after the compute work queued before the call.
+ *
+ * So a trainer prefetches by calling accel_shard_gather(u + 1) AFTER
+ * queuing unit u's compute (and before accel_shard_release(u)): the
+ * all-gather then runs while unit u computes.  Called before unit u's
+ * compute is queued, the wait lands ahead of it and there is no overlap
+ * (still correct).  Work of its own on the communicator (a loss all-reduce)
+ * the trainer orders itself, with events of its own, as is reading results
+ * on the host: accel_comm_sync waits for the communicator's stream only.
+ * Switching streams hands the old stream's queued work over to the new one.
+ * The stream must outlive the shard, or be unset (NULL) first; it must
+ * belong to the shard's device.  Host memory (socket): every call is
+ * complete on return, so the stream is accepted and ignored (ACCEL_OK).
+ * Errors: ACCEL_EINVAL (no shard), ACCEL_EIO (a CUDA call failed: creating
+ * the events, recording, waiting), ACCEL_ENOMEM. */
+enum accel_err accel_shard_set_compute_stream(struct accel_shard *s, void *stream,
+                                              struct accel_error *err) ACCEL_WUR;
+
 /* Sets the learning rate of the next steps (a trainer's schedule). */
 void accel_shard_set_lr(struct accel_shard *s, double lr);
 
@@ -275,7 +312,8 @@ size_t accel_shard_bytes(const struct accel_shard *s, size_t *peak);
 void accel_shard_traffic(const struct accel_shard *s, uint64_t *calls, uint64_t *bytes);
 
 /* Frees everything; NULL is allowed.  On a device the frees are queued on
- * the communicator's stream (work queued before them still completes). */
+ * the communicator's stream after the compute stream's work (work queued
+ * before them still completes). */
 void accel_shard_free(struct accel_shard *s);
 
 #endif

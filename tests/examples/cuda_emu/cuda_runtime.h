@@ -13,10 +13,13 @@
  * are function statics: one block runs at a time.  "Device" memory is host
  * memory (cudaMalloc fills it with 0xa5, as fresh device memory is not
  * zero); copies and memsets are immediate; nothing fails unless told to
- * (emu_alloc_fail_after).
+ * (emu_alloc_fail_after).  Streams and events exist only as handles: work is
+ * done when it is queued, so every stream is in order with every other, a
+ * record and a wait do nothing but check their handles.
  *
  * What it cannot check: the GPU's memory model (a missing __syncwarp before
- * reading another lane's global write passes here), occupancy, speed, and
+ * reading another lane's global write passes here), the order between
+ * streams (a missing event passes here), occupancy, speed, and
  * CUDA's own libm and cuBLAS's rounding (libm is the host's; cublas_v2.h
  * rounds like a GPU's SGEMM, not bit for bit).
  */
@@ -252,6 +255,39 @@ inline cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
     (void)s;
     return cudaSuccess;
+}
+/* Streams and events: handles only (work is done when queued). */
+typedef struct emu_event *cudaEvent_t;
+enum { cudaStreamNonBlocking = 1, cudaEventDisableTiming = 2 };
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
+{
+    (void)flags;
+    *s = (cudaStream_t)malloc(1);
+    return *s ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+inline cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    free((void *)s);
+    return cudaSuccess;
+}
+inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags)
+{
+    (void)flags;
+    *e = (cudaEvent_t)malloc(1);
+    return *e ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+inline cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    free((void *)e);
+    return cudaSuccess;
+}
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    return e && s ? cudaSuccess : cudaErrorInvalidValue;
+}
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags)
+{
+    return e && s && flags == 0 ? cudaSuccess : cudaErrorInvalidValue;
 }
 inline cudaError_t cudaGetLastError()
 {

@@ -48,6 +48,8 @@ finish() {
     [ "$fail" -eq 0 ]
     exit
 }
+# shellcheck source=tests/lib/within.sh
+. "$here/../../lib/within.sh"
 
 for tool in g++ gcc python3; do
     if ! command -v "$tool" >/dev/null 2>&1; then
@@ -163,10 +165,6 @@ for c in "step 1 within 1e-5 ($first)|$first|1e-5" \
     "every step within 1e-3 (max $max at step $at)|$max|1e-3" \
     "validation loss within 1e-3 ($val)|$val|1e-3"; do
     IFS='|' read -r what v tol <<<"$c"
-    if awk -v v="$v" -v t="$tol" 'BEGIN { exit !(v <= t) }'; then
-        ok "emulated device vs CPU: $what"
-    else
-        bad "emulated device vs CPU: $what"
-    fi
+    within "emulated device vs CPU: $what" "$v" "$tol"
 done
 finish
