@@ -95,7 +95,7 @@ LIBS       := $(PLUGIN_LIBS) $(CUDA_LIBS) -pthread
 TRAINER_SRC := $(wildcard examples/gpt/*.c)
 TRAINER_OBJ := $(TRAINER_SRC:%.c=$(BUILD)/obj/%.o)
 TRAINER     := $(if $(TRAINER_SRC),$(BUILD)/bin/train_gpt)
-TRAINER_LIBS :=
+TRAINER_LIBS := # cuBLAS is dlopen()ed by examples/gpt (docs/train-gpt.md)
 
 # CUDA kernels (*.cu: core/shard's device path, the example's GPU kernels)
 # build with nvcc where NCCL builds and nvcc is found; the C files then see
@@ -108,12 +108,12 @@ HAVE_CUDA  := $(if $(HAVE_NCCL),$(wildcard $(NVCC)))
 CU_RUNTIME_SRC := $(wildcard core/shard/*.cu)
 CU_TRAINER_SRC := $(wildcard examples/gpt/*.cu)
 NVCCFLAGS  := -std=c++17 -O2 -g -lineinfo -Xcompiler -fPIC,-Wall,-Wextra \
+              $(if $(filter 1,$(WERROR)),-Werror all-warnings -Xcompiler -Werror) \
               -gencode arch=compute_$(CUDA_ARCH),code=[sm_$(CUDA_ARCH),compute_$(CUDA_ARCH)] \
               $(INCLUDES) -DACCEL_HAVE_NCCL=1 -DACCEL_HAVE_CUDA=1
 ifneq ($(HAVE_CUDA),)
 RUNTIME_OBJ += $(CU_RUNTIME_SRC:%.cu=$(BUILD)/obj/%.cu.o)
 TRAINER_OBJ += $(CU_TRAINER_SRC:%.cu=$(BUILD)/obj/%.cu.o)
-TRAINER_LIBS := -lcublas
 LIBS       += -lstdc++
 $(filter $(BUILD)/obj/core/shard/% $(BUILD)/obj/examples/gpt/%,$(RUNTIME_OBJ) $(TRAINER_OBJ)): \
     override CFLAGS += -isystem $(CUDA_HOME)/include -DACCEL_HAVE_CUDA=1

@@ -703,9 +703,11 @@ static enum accel_err setup_stream(const struct accel_comm *c, struct nccl_impl 
         return accel_error_set(err, ACCEL_ENOMEM, "rank %u of %u: nccl: cudaMalloc: %s", c->rank,
                                c->size, cudaGetErrorString(e));
     }
-    e = cudaMemset(im->scratch, 0, sizeof(float)); /* sums of 0 stay 0 */
+    /* sums of 0 stay 0; on the communicator's stream, which the legacy
+     * default stream does not order with a non-blocking one */
+    e = cudaMemsetAsync(im->scratch, 0, sizeof(float), im->stream);
     if (e != cudaSuccess)
-        return accel_error_set(err, ACCEL_EIO, "rank %u of %u: nccl: cudaMemset: %s", c->rank,
+        return accel_error_set(err, ACCEL_EIO, "rank %u of %u: nccl: cudaMemsetAsync: %s", c->rank,
                                c->size, cudaGetErrorString(e));
     return ACCEL_OK;
 }

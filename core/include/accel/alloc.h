@@ -9,6 +9,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct accel_alloc_hooks {
     void *(*malloc_fn)(size_t size);
     void *(*realloc_fn)(void *ptr, size_t size);
@@ -30,5 +34,9 @@ void accel_free(void *ptr);
  * NULL on allocation failure. */
 char *accel_strdup(const char *s);
 char *accel_strndup(const char *s, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -13,6 +13,10 @@
 #include <stddef.h>
 #include "accel/err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct accel_buf {
     char *data; /* NULL until the first append */
     size_t len; /* bytes used, excluding the NUL */
@@ -45,5 +49,9 @@ char *accel_buf_take(struct accel_buf *b);
 
 /* Releases the memory; the buffer may be reused after accel_buf_init. */
 void accel_buf_free(struct accel_buf *b);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

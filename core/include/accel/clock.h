@@ -8,6 +8,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Seconds on the monotonic clock. */
 double accel_now(void);
 
@@ -19,5 +23,9 @@ int accel_ms_left(double deadline);
  * poll() when the socket is full (MSG_NOSIGNAL: a closed peer is EPIPE, not
  * a signal).  0, or -1 with errno (ETIMEDOUT after the deadline). */
 int accel_send_all(int fd, const void *buf, size_t len, double deadline);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

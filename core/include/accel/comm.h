@@ -13,10 +13,13 @@
  * with the same counts, types and roots (as with MPI and NCCL).  socket calls
  * return when the operation is complete; nccl calls return once the operation
  * is queued on the stream (accel_comm_sync waits).  Counts are elements, any
- * value including 0; bf16 and fp16 are reduced in fp32 and rounded once to
- * nearest even.  In place: pass the same pointer as send and recv (for
- * all_gather and reduce_scatter, the rank's own slice of the larger buffer,
- * as NCCL defines it).
+ * value including 0.  socket: bf16 and fp16 are reduced in fp32 and rounded
+ * once to nearest even.  nccl: as NCCL reduces them, which may round in the
+ * 16-bit type at each hop, and ACCEL_AVG is ncclAvg, which scales each input
+ * by 1/size in the type (exact for power-of-two sizes; for others a bias of
+ * up to half an ulp of 1/size, 0.2% in bf16).  In place: pass the same pointer as send and recv
+ * (for all_gather and reduce_scatter, the rank's own slice of the larger buffer, as NCCL defines
+ * it).
  *
  * Failure: a peer that dies or closes makes every other rank's call fail with
  * ACCEL_EPEER within the timeout, the message naming the rank that failed
@@ -33,6 +36,10 @@
 
 #include "accel/err.h"
 #include "accel/store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 enum accel_dtype { ACCEL_F32, ACCEL_BF16, ACCEL_F16 };
 enum accel_redop { ACCEL_SUM, ACCEL_AVG };
@@ -132,5 +139,9 @@ enum accel_err accel_comm_sync(struct accel_comm *c, struct accel_error *err) AC
 /* Frees the communicator; after an error, aborts it first (ncclCommAbort).
  * NULL is allowed. */
 void accel_comm_free(struct accel_comm *c);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -26,6 +26,10 @@
 #include "accel/err.h"
 #include "accel/value.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* accelerate versions as one number: ACCEL_VERSION(1, 15, 0) == 11500. */
 #define ACCEL_VERSION(ma, mi, pa) ((ma)*10000u + (mi)*100u + (pa))
 #define ACCEL_VERSION_OLDEST ACCEL_VERSION(1, 0, 0)
@@ -120,5 +124,9 @@ const struct accel_val *accel_cfg_arg(const struct accel_cfg *cfg, const char *n
 
 /* "MULTI_GPU" etc. */
 const char *accel_dist_name(enum accel_dist d);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -15,6 +15,10 @@
 #include "accel/err.h"
 #include "accel/value.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum accel_sev { ACCEL_SEV_ERROR, ACCEL_SEV_WARNING, ACCEL_SEV_NOTE };
 
 struct accel_diag {
@@ -60,5 +64,9 @@ const char *accel_sev_name(enum accel_sev s);
 
 /* Formats one finding as "file:line:col: error: key: message" into buf. */
 void accel_diag_format(const struct accel_diag *g, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

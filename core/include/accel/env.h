@@ -25,6 +25,10 @@
 #include "accel/plan.h"
 #include "accel/site.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ACCEL_MAX_ENV_VARS 512
 #define ACCEL_MAX_ENV_NAME 128
 #define ACCEL_MAX_ENV_VALUE 65536
@@ -77,5 +81,9 @@ bool accel_env_user_wins(const char *name, const struct accel_site *site);
 const char *accel_env_get(const struct accel_env *env, const char *name);
 
 void accel_env_free(struct accel_env *env);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

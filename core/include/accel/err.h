@@ -12,6 +12,10 @@
 
 #include <stdarg.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ACCEL_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
 #define ACCEL_WUR __attribute__((warn_unused_result))
 
@@ -71,5 +75,9 @@ enum accel_err accel_error_sys(struct accel_error *e, enum accel_err code, const
 /* Records where a config problem is: file (copied), line, column, key. */
 void accel_error_at(struct accel_error *e, const char *file, unsigned line, unsigned column,
                     const char *key);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -14,6 +14,10 @@
 #include <sys/types.h>
 #include "accel/err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Reads `path` into a new NUL-terminated buffer (*out, caller frees with
  * accel_free) of *len bytes.  Errors: ACCEL_ENOTFOUND, ACCEL_EPERM, ACCEL_EIO
  * (errno saved), ACCEL_ETOOBIG when the file exceeds `max` bytes, ACCEL_EINVAL
@@ -25,5 +29,9 @@ enum accel_err accel_read_file(const char *path, size_t max, char **out, size_t 
  * previous file (if any) is untouched and the temp file is removed. */
 enum accel_err accel_write_durable(const char *path, const void *data, size_t len, mode_t mode,
                                    struct accel_error *err) ACCEL_WUR;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -11,6 +11,10 @@
 
 #include "accel/err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ACCEL_GETENV_MAX 4096 /* bytes of one value */
 
 /* *out = the value of `name`; an unset or empty one is ACCEL_EINVAL when
@@ -33,5 +37,9 @@ enum accel_err accel_getenv_uint_or(const char *who, const char *name, unsigned 
 /* ACCELRUN_TIMEOUT in seconds, in (0, 1e6]; `dflt` when it is unset. */
 enum accel_err accel_getenv_timeout(const char *who, double dflt, double *out,
                                     struct accel_error *err) ACCEL_WUR;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

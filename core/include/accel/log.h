@@ -10,6 +10,10 @@
 
 #include "accel/err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum accel_log_level { ACCEL_LOG_DEBUG, ACCEL_LOG_INFO, ACCEL_LOG_WARN, ACCEL_LOG_ERROR };
 
 typedef void (*accel_log_fn)(void *ctx, enum accel_log_level level, const char *line);
@@ -19,5 +23,9 @@ void accel_log_set(accel_log_fn fn, void *ctx);
 
 /* Formats and forwards one line; lines longer than 1 KiB are truncated. */
 void accel_log(enum accel_log_level level, const char *fmt, ...) ACCEL_PRINTF(2, 3);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -6,6 +6,10 @@
 #ifndef ACCEL_PLAN_H
 #define ACCEL_PLAN_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct accel_rank_plan {
     char cuda_visible_devices[1024]; /* the granted list in plan order; "" = leave it */
     char nccl_ib_hca[128];           /* "" = not set */
@@ -16,5 +20,9 @@ struct accel_plan {
     unsigned nranks;                     /* local ranks covered */
     const struct accel_rank_plan *ranks; /* [nranks], not owned */
 };
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

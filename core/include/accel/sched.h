@@ -11,6 +11,10 @@
 
 #include "accel/err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ACCEL_MAX_HOSTLIST (1u << 20) /* bytes of SLURM_STEP_NODELIST we accept */
 
 /* The first host of a Slurm host list such as "gpu[007-010,12],login1" ->
@@ -33,5 +37,9 @@ enum accel_err accel_tasks_per_node(const char *spec, unsigned node_id, unsigned
  * probability.  range 0 is treated as 1. */
 unsigned accel_step_port(uint32_t job_id, uint32_t step_id, unsigned port_base,
                          unsigned port_range);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

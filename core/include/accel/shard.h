@@ -82,6 +82,10 @@
 #include "accel/comm.h"
 #include "accel/err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ACCEL_SHARD_MAX_UNITS 4096
 #define ACCEL_SHARD_MAX_PARAMS 65536 /* parameters (tensors) over all units */
 #define ACCEL_SHARD_MAX_NAME 256     /* bytes of a unit's or parameter's name */
@@ -288,7 +292,11 @@ enum accel_err accel_shard_step(struct accel_shard *s, struct accel_shard_stats 
  * on the host: accel_comm_sync waits for the communicator's stream only.
  * Switching streams hands the old stream's queued work over to the new one.
  * The stream must outlive the shard, or be unset (NULL) first; it must
- * belong to the shard's device.  Host memory (socket): every call is
+ * belong to the shard's device.  NULL means the communicator's stream, so
+ * the legacy default stream cannot be named (the communicator's stream is
+ * non-blocking and would not be ordered with it): compute on a stream
+ * created for it.  The compute stream must not be under CUDA graph capture
+ * (the events would pull the collectives into the graph).  Host memory (socket): every call is
  * complete on return, so the stream is accepted and ignored (ACCEL_OK).
  * Errors: ACCEL_EINVAL (no shard), ACCEL_EIO (a CUDA call failed: creating
  * the events, recording, waiting), ACCEL_ENOMEM. */
@@ -315,5 +323,9 @@ void accel_shard_traffic(const struct accel_shard *s, uint64_t *calls, uint64_t 
  * the communicator's stream after the compute stream's work (work queued
  * before them still completes). */
 void accel_shard_free(struct accel_shard *s);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

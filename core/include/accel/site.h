@@ -25,6 +25,10 @@
 #include "accel/err.h"
 #include "accel/value.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ACCEL_PORT_BASE_DEFAULT 29500u
 #define ACCEL_PORT_RANGE_DEFAULT 1000u
 #define ACCEL_MAX_SITE_ENV 64 /* extra variables */
@@ -55,5 +59,9 @@ enum accel_err accel_site_load_buffer(struct accel_site *site, const char *name,
 void accel_site_init(struct accel_site *site);
 
 void accel_site_free(struct accel_site *site);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

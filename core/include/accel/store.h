@@ -35,6 +35,10 @@
 
 #include "accel/err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ACCEL_STORE_MAX_KEY 256             /* bytes of a key, NUL not counted */
 #define ACCEL_STORE_MAX_VALUE (16u << 20)   /* bytes of one value */
 #define ACCEL_STORE_MAX_BYTES (1ull << 30)  /* bytes of keys and values held by a server */
@@ -181,5 +185,9 @@ enum accel_err accel_bootstrap_init(struct accel_bootstrap *b, struct accel_erro
  * has closed (they may still read who failed first), at most 10 s or the
  * timeout.  Zeroed is allowed. */
 void accel_bootstrap_free(struct accel_bootstrap *b);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

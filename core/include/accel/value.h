@@ -20,6 +20,10 @@
 #include "accel/buf.h"
 #include "accel/err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum accel_vtype {
     ACCEL_V_NULL,
     ACCEL_V_BOOL,
@@ -120,5 +124,9 @@ const char *accel_vtype_name(enum accel_vtype t);
 /* Resolves a plain (unquoted) scalar with PyYAML's YAML 1.1 rules into `out`
  * (type and payload; the string case copies `text`).  ACCEL_ENOMEM only. */
 enum accel_err accel_scalar_resolve(const char *text, size_t len, struct accel_val *out) ACCEL_WUR;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

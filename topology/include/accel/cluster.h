@@ -37,6 +37,10 @@
 
 #include "accel/err.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Caps.  Passing one is ACCEL_ETOOBIG with the position, never a crash. */
 #define ACCEL_CLUSTER_MAX_NODES (1u << 20)    /* hosts in one list, nodes in one tree or step */
 #define ACCEL_CLUSTER_MAX_SWITCHES (1u << 16) /* switches in one tree */
@@ -240,5 +244,9 @@ enum accel_err accel_cluster_metrics(const struct accel_switch_tree *tree, const
 enum accel_err accel_cluster_bound(const struct accel_switch_tree *tree, const char *const *nodes,
                                    size_t n, struct accel_ring_metrics *out,
                                    struct accel_error *err) ACCEL_WUR;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -35,6 +35,10 @@
 #include "accel/err.h"
 #include "accel/plan.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Caps.  Passing one is ACCEL_ETOOBIG with a message that names it. */
 #define ACCEL_TOPO_MAX_XML (32u << 20) /* bytes of an hwloc XML file or buffer */
 #define ACCEL_TOPO_MAX_GPUS 64         /* GPUs on one node */
@@ -237,5 +241,9 @@ enum accel_err accel_node_plan_export(const struct accel_topo *t, const struct a
  * nothing.  Errors: ACCEL_EINVAL (not a list, a CPU past the kernel's mask),
  * ACCEL_ENOTFOUND (none of them is allowed to the process), ACCEL_EIO. */
 enum accel_err accel_topo_bind_cpus(const char *cpus, struct accel_error *err) ACCEL_WUR;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
