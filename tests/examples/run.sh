@@ -31,15 +31,9 @@ FP32_FINAL_TOL=1e-5
 BF16_TOL=1e-2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
-pass=0 fail=0 skip=0
-
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-bad() {
-    fail=$((fail + 1))
-    echo "not ok - $1"
-    if [ -n "${2:-}" ]; then printf '%s\n' "$2" | tail -n 15 | sed 's/^/#   /'; fi
-}
-skipped() { skip=$((skip + 1)); echo "ok - # SKIP $1"; }
+TAP_NAME=examples
+# shellcheck source=tests/lib/tap.sh
+. "$here/../lib/tap.sh"
 
 # run NAME N CONFIG [ARGS...]: trains, loss log in $tmp/NAME.log, output in $tmp/NAME.out
 run() {
@@ -63,8 +57,6 @@ compare() {
 }
 
 # within NAME VALUE TOL: passes when VALUE <= TOL
-# shellcheck source=tests/lib/within.sh
-. "$here/../lib/within.sh"
 
 for f in "$train" "$accelrun" "$cfg" "$cfg_bf16"; do
     if [ ! -e "$f" ]; then
@@ -123,7 +115,7 @@ if [ "$have2" -eq 2 ]; then
             "$(diff "$tmp/w2.log" "$tmp/w2again.log" | head)"
     fi
 else
-    skipped "bit-identical runs: a run failed"
+    skipped "bit-identical runs" "a run failed"
 fi
 
 # "log log what" with + for spaces
@@ -142,7 +134,7 @@ for pair in "w1 w2 world+1+vs+2" "w1 w4 world+1+vs+4" "w2 w4 world+2+vs+4" \
         within "fp32 $what: final step and validation within $FP32_FINAL_TOL ($final, $val)" \
             "$(awk -v a="$final" -v b="$val" 'BEGIN { print (a > b ? a : b) }')" $FP32_FINAL_TOL
     else
-        skipped "fp32 $what: a run failed"
+        skipped "fp32 $what" "a run failed"
     fi
 done
 
@@ -161,7 +153,7 @@ if [ "$haveb" -eq 1 ] && [ -s "$tmp/w2.log" ]; then
         ok "bf16 run differs from fp32 (ACCELERATE_MIXED_PRECISION=bf16 was used)"
     fi
 else
-    skipped "bf16 vs fp32: a run failed"
+    skipped "bf16 vs fp32" "a run failed"
 fi
 
 if [ -s "$tmp/w4.log" ]; then
@@ -181,8 +173,7 @@ if [ -s "$tmp/w4.log" ]; then
         bad "rank 0 prints the progress line" "$(cat "$tmp/w4.out")"
     fi
 else
-    skipped "the loss falls: the world 4 run failed"
+    skipped "the loss falls" "the world 4 run failed"
 fi
 
-echo "examples: $pass passed, $fail failed, $skip skipped"
-[ "$fail" -eq 0 ]
+finish

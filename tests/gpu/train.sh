@@ -48,20 +48,9 @@ root=$(cd "$here/../.." && pwd)
 cd "$root" || exit 1
 accelrun=$build/bin/accelrun
 train=$build/bin/train_gpt
-pass=0 fail=0 skip=0
-
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-bad() {
-    fail=$((fail + 1))
-    echo "not ok - $1"
-    if [ -n "${2:-}" ]; then printf '%s\n' "$2" | tail -n 15 | sed 's/^/#   /'; fi
-}
-skipped() { skip=$((skip + 1)); echo "ok - $1 # SKIP $2"; }
-finish() {
-    echo "gpu-train: $pass passed, $fail failed, $skip skipped"
-    [ "$fail" -eq 0 ]
-    exit
-}
+TAP_NAME=gpu-train
+# shellcheck source=tests/lib/tap.sh
+. "$here/../lib/tap.sh"
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "gpu-train: SKIP: no NVIDIA GPU here (nvidia-smi -L fails)"
@@ -100,8 +89,6 @@ compare() {
         END { printf "%.3g %.3g %d %.3g\n", first, max, at, val }'
 }
 
-# shellcheck source=tests/lib/within.sh
-. "$here/../lib/within.sh"
 
 # the "ms/step (steps 2..N)" of a run's summary line
 ms_per_step() {

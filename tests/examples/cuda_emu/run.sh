@@ -34,22 +34,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 src=$root/examples/gpt
 cd "$root" || exit 1
-pass=0 fail=0 skip=0
-
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-bad() {
-    fail=$((fail + 1))
-    echo "not ok - $1"
-    if [ -n "${2:-}" ]; then printf '%s\n' "$2" | tail -n 20 | sed 's/^/#   /'; fi
-}
-skipped() { skip=$((skip + 1)); echo "ok - $1 # SKIP $2"; }
-finish() {
-    echo "cuda-emu: $pass passed, $fail failed, $skip skipped"
-    [ "$fail" -eq 0 ]
-    exit
-}
-# shellcheck source=tests/lib/within.sh
-. "$here/../../lib/within.sh"
+TAP_NAME=cuda-emu
+TAP_TAIL=20
+# shellcheck source=tests/lib/tap.sh
+. "$here/../../lib/tap.sh"
 
 for tool in g++ gcc python3; do
     if ! command -v "$tool" >/dev/null 2>&1; then
