@@ -117,6 +117,21 @@ enum accel_err comm__sock_peer_error(struct accel_comm *c, struct accel_error *e
                            peer, addr, strerror(e));
 }
 
+enum accel_err comm__sock_stages(struct accel_comm *c, const char *what, struct accel_error *err)
+{
+    struct sock *s = c->impl;
+
+    if (s->stage_in == NULL)
+        s->stage_in = accel_malloc(s->chunk_bytes);
+    if (s->stage_out == NULL)
+        s->stage_out = accel_malloc(s->chunk_bytes);
+    if (s->stage_in == NULL || s->stage_out == NULL)
+        return accel_error_set(err, ACCEL_ENOMEM,
+                               "rank %u of %u: %s: out of memory for %zu-byte chunks", c->rank,
+                               c->size, what, s->chunk_bytes);
+    return ACCEL_OK;
+}
+
 /* Retry for a few microseconds, yielding the CPU, before sleeping in poll():
  * the neighbour's data is usually a moment away, and waking a sleeping
  * process costs more than that (most on a virtual machine).  Bounded by

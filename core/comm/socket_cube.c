@@ -285,22 +285,6 @@ static enum accel_err acc_reserve(struct accel_comm *c, const char *what, size_t
     return ACCEL_OK;
 }
 
-static enum accel_err stages_reserve(struct accel_comm *c, const char *what,
-                                     struct accel_error *err)
-{
-    struct sock *s = c->impl;
-
-    if (s->stage_in == NULL)
-        s->stage_in = accel_malloc(s->chunk_bytes);
-    if (s->stage_out == NULL)
-        s->stage_out = accel_malloc(s->chunk_bytes);
-    if (s->stage_in == NULL || s->stage_out == NULL)
-        return accel_error_set(err, ACCEL_ENOMEM,
-                               "rank %u of %u: %s: out of memory for %zu-byte chunks", c->rank,
-                               c->size, what, s->chunk_bytes);
-    return ACCEL_OK;
-}
-
 /* Block b's first element: the all_reduce cut (count elements in n blocks)
  * or the all_gather one (blocks of `count`). */
 static size_t boff(bool ar, size_t count, unsigned n, unsigned b)
@@ -347,7 +331,7 @@ static enum accel_err halving(struct accel_comm *c, struct ar *a, const struct s
     struct sock *s = c->impl;
     unsigned n = c->size, lo = 0, hi = n;
     size_t bc = ar ? count : count / n; /* boff's count */
-    enum accel_err rc = stages_reserve(c, what, err);
+    enum accel_err rc = comm__sock_stages(c, what, err);
 
     if (rc != ACCEL_OK)
         return rc;

@@ -96,6 +96,8 @@ enum accel_err comm__sock_peer_error(struct accel_comm *c, struct accel_error *e
 /* Nothing moved since *idle_since (0 = just now): true while the caller
  * should retry at once (yielding the CPU) rather than sleep in poll(). */
 bool comm__sock_spin(const struct sock *s, double *idle_since);
+/* s->stage_in and s->stage_out, one chunk each, allocated on first use. */
+enum accel_err comm__sock_stages(struct accel_comm *c, const char *what, struct accel_error *err);
 
 /* Block b of `count` elements cut in n blocks, the first count % n of them one
  * element longer: its first element (b = n gives count). */

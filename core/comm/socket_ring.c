@@ -450,16 +450,16 @@ static enum accel_err plan_ring(struct accel_comm *c, struct plan *p, struct acc
         rounds = 1;
     p->nunits = rounds * p->steps * p->nc;
     if (p->nrs > 0) {
+        enum accel_err rc;
+
         if (s->scratch == NULL)
             s->scratch = accel_malloc(2 * SOCK_ROUND_CHUNKS * s->chunk_bytes);
-        if (s->stage_in == NULL)
-            s->stage_in = accel_malloc(s->chunk_bytes);
-        if (s->stage_out == NULL)
-            s->stage_out = accel_malloc(s->chunk_bytes);
-        if (s->scratch == NULL || s->stage_in == NULL || s->stage_out == NULL)
+        if (s->scratch == NULL)
             return accel_error_set(err, ACCEL_ENOMEM,
                                    "rank %u of %u: %s: out of memory for %zu-byte chunks", c->rank,
                                    c->size, p->what, s->chunk_bytes);
+        if ((rc = comm__sock_stages(c, p->what, err)) != ACCEL_OK)
+            return rc;
         p->scratch = s->scratch;
         p->stage_in = s->stage_in;
         p->stage_out = s->stage_out;
