@@ -55,7 +55,7 @@ HWLOC_LIBS   := $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc)
 CJSON_CFLAGS := $(shell pkg-config --cflags libcjson 2>/dev/null)
 CJSON_LIBS   := $(shell pkg-config --libs libcjson 2>/dev/null || echo -lcjson)
 
-INCLUDES := -Icore/include -Itopology/include -Itests/harness
+INCLUDES := -Icore/include -Itopology/include -Ickpt/include -Itests/harness
 override CFLAGS := -std=gnu11 -fPIC $(OPT) $(HARDEN) $(WARN) $(INCLUDES) $(YAML_CFLAGS) \
                    $(CJSON_CFLAGS) $(HWLOC_CFLAGS) -MMD -MP $(CFLAGS)
 override LDFLAGS := $(if $(SANITIZER),-fsanitize=$(SANITIZER)) -Wl,-z,relro -Wl,-z,now \
@@ -81,7 +81,8 @@ HAVE_NCCL  :=
 else
 HAVE_NCCL  := $(and $(wildcard $(CUDA_HOME)/include/nccl.h),$(wildcard $(CUDA_HOME)/include/cuda_runtime.h))
 endif
-RUNTIME_SRC := $(filter-out $(NCCL_SRC),$(wildcard core/bootstrap/*.c core/comm/*.c core/shard/*.c))
+RUNTIME_SRC := $(filter-out $(NCCL_SRC),$(wildcard core/bootstrap/*.c core/comm/*.c core/shard/*.c \
+                                                  ckpt/*.c))
 ifneq ($(HAVE_NCCL),)
 RUNTIME_SRC += $(NCCL_SRC)
 CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))
@@ -90,7 +91,9 @@ $(NCCL_SRC:%.c=$(BUILD)/obj/%.o): override CFLAGS += -isystem $(CUDA_HOME)/inclu
 override CFLAGS += -DACCEL_HAVE_NCCL=1
 endif
 RUNTIME_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o)
-LIBS       := $(PLUGIN_LIBS) $(CUDA_LIBS) -pthread
+XXHASH_LIBS := $(shell pkg-config --libs libxxhash 2>/dev/null || echo -lxxhash)
+# ckpt/ (in the runtime) reads and writes JSON and checksums its data.
+LIBS       := $(PLUGIN_LIBS) $(CJSON_LIBS) $(XXHASH_LIBS) $(CUDA_LIBS) -pthread
 
 TRAINER_SRC := $(wildcard examples/gpt/*.c)
 TRAINER_OBJ := $(TRAINER_SRC:%.c=$(BUILD)/obj/%.o)
@@ -228,7 +231,7 @@ $(BUILD)/obj/tests/gpu/nccl_fake.o: override CFLAGS += -isystem $(CUDA_HOME)/inc
 $(BUILD)/tests/test_nccl_fake: $(BUILD)/obj/tests/gpu/nccl_fake.o $(HARNESS_OBJ) $(LIBA)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(CJSON_LIBS) $(PLUGIN_LIBS) -pthread
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(CJSON_LIBS) $(XXHASH_LIBS) $(PLUGIN_LIBS) -pthread
 UNIT_BIN += $(BUILD)/tests/test_nccl_fake
 endif
 
@@ -270,7 +273,8 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined $(INCLUDES)
 FUZZ_LIB_SRC := $(LIB_SRC) $(filter-out $(NCCL_SRC),$(RUNTIME_SRC))
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_SRC)
 	@mkdir -p $(dir $@)
-	$(Q)clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB_SRC) $(PLUGIN_LIBS) -pthread
+	$(Q)clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_LIB_SRC) $(PLUGIN_LIBS) $(CJSON_LIBS) $(XXHASH_LIBS) \
+	    -pthread
 
 fuzz: $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 	$(Q)for t in $(FUZZ_SRC:tests/fuzz/%.c=%); do \
@@ -317,7 +321,8 @@ install: all
 	install -m 0755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/libaccelrun.so.$(VERSION)
 	ln -sf libaccelrun.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libaccelrun.so.0
 	ln -sf libaccelrun.so.0 $(DESTDIR)$(PREFIX)/lib/libaccelrun.so
-	install -m 0644 core/include/accel/*.h topology/include/accel/*.h $(DESTDIR)$(PREFIX)/include/accel/
+	install -m 0644 core/include/accel/*.h topology/include/accel/*.h ckpt/include/accel/*.h \
+	    $(DESTDIR)$(PREFIX)/include/accel/
 	if [ -f $(SPANK_SO) ]; then \
 	    install -d $(DESTDIR)$(SLURM_PLUGINDIR) && \
 	    install -m 0755 $(SPANK_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/accelrun.so; fi
@@ -331,6 +336,7 @@ uninstall:
 
 format-check:
 	$(Q)clang-format --dry-run --Werror $(LIB_SRC) $(RUNTIME_SRC) $(CLI_SRC) core/include/accel/*.h \
+	    ckpt/include/accel/*.h ckpt/*.h \
 	    examples/gpt/*.[ch] tests/examples/gradcheck.c $(CU_RUNTIME_SRC) $(CU_TRAINER_SRC)
 
 clean:

@@ -11,7 +11,7 @@
 #   bench:       the peers of `make bench`: Open MPI, PyTorch (TCPStore)
 set -eu
 
-build_pkgs="make gcc g++ python3 pkg-config libyaml-dev libcjson-dev libhwloc-dev"
+build_pkgs="make gcc g++ python3 pkg-config libyaml-dev libcjson-dev libhwloc-dev libxxhash-dev"
 fuzz_pkgs="clang libclang-rt-14-dev"
 oracle_pkgs="python3 python3-venv python3-pip"
 bench_pkgs="openmpi-bin libopenmpi-dev python3-torch"

@@ -87,21 +87,26 @@ out:
     return rc;
 }
 
-static int fsync_dir_of(const char *path)
+int accel_fsync_dir(const char *dir)
 {
-    char tmp[4096];
-    int fd, rc;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
 
-    if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    fd = open(dirname(tmp), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return -1;
     rc = fsync(fd);
     close(fd);
     return rc;
+}
+
+static int fsync_dir_of(const char *path)
+{
+    char tmp[4096];
+
+    if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return accel_fsync_dir(dirname(tmp));
 }
 
 enum accel_err accel_write_durable(const char *path, const void *data, size_t len, mode_t mode,

@@ -1,6 +1,6 @@
 /*
- * dtype.c: the element types of accel/comm.h, conversions between fp32 and
- * the two 16-bit types, and the reduction kernels of the CPU path.
+ * dtype.c: conversions between fp32 and the two 16-bit types (accel/dtype.h),
+ * and the reduction kernels of the CPU path.
  *
  * The kernels are plain loops over contiguous arrays that the compiler
  * vectorises; the conversions (dtype_conv.h) work on the bit patterns so
@@ -13,31 +13,6 @@
 
 #include "dtype_conv.h"
 #include "dtype_int.h"
-
-size_t accel_dtype_size(enum accel_dtype t)
-{
-    switch (t) {
-    case ACCEL_F32:
-        return 4;
-    case ACCEL_BF16:
-    case ACCEL_F16:
-        return 2;
-    }
-    return 0;
-}
-
-const char *accel_dtype_name(enum accel_dtype t)
-{
-    switch (t) {
-    case ACCEL_F32:
-        return "f32";
-    case ACCEL_BF16:
-        return "bf16";
-    case ACCEL_F16:
-        return "f16";
-    }
-    return "?";
-}
 
 /* The conversions themselves live in dtype_conv.h, shared with core/shard's
  * CUDA kernels so that both sides round alike. */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "accel/alloc.h"
+#include "accel/utf8.h"
 #include "accel/value.h"
 
 void accel_val_free(struct accel_val *v)
@@ -363,38 +364,6 @@ static bool is_nonprintable(unsigned cp)
     return false;
 }
 
-/* Decodes one UTF-8 sequence at p (at least one byte before the NUL); returns
- * its length and the code point, or 0 when it is not well formed (libyaml
- * only hands out valid UTF-8, so that is a value built by other code). */
-static size_t utf8_decode(const unsigned char *p, unsigned *cp)
-{
-    size_t n;
-    unsigned c = p[0];
-
-    if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        c &= 0x07;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        n = 3;
-        c &= 0x0f;
-    } else if (c >= 0xc2 && c <= 0xdf) {
-        n = 2;
-        c &= 0x1f;
-    } else {
-        return 0;
-    }
-    for (size_t i = 1; i < n; i++) {
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-        c = (c << 6) | (p[i] & 0x3f);
-    }
-    if ((n == 3 && c < 0x800) || (n == 4 && (c < 0x10000 || c > 0x10ffff)) ||
-        (c >= 0xd800 && c <= 0xdfff))
-        return 0;
-    *cp = c;
-    return n;
-}
-
 /* Python's repr() of a str: single quotes unless the text has a ' and no ",
  * backslash escapes for the quote, \\, \n, \r, \t, and \xHH / \uHHHH /
  * \UHHHHHHHH for characters that are not printable. */
@@ -417,7 +386,7 @@ static enum accel_err py_repr_str(const char *s, struct accel_buf *out)
             rc = accel_buf_puts(out, "\\t");
         else if (*p < 0x20 || *p == 0x7f)
             rc = accel_buf_printf(out, "\\x%02x", *p);
-        else if (*p < 0x80 || (n = utf8_decode(p, &cp)) == 0)
+        else if (*p < 0x80 || (n = accel_utf8_decode(p, 4, &cp)) == 0) /* the NUL stops it */
             rc = accel_buf_add(out, (const char *)p, 1);
         else {
             if (!is_nonprintable(cp))

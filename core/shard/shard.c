@@ -79,32 +79,43 @@ static enum accel_err alloc_slices(struct accel_shard *s, struct accel_error *er
     return ACCEL_OK;
 }
 
-/* Every rank must have passed the same units and options: a mismatch would
- * otherwise show up as collectives of different sizes, or as silently wrong
- * weights.  The hash's bits travel as two fp32 elements, which all_gather
- * copies without arithmetic, through the buffer of the norm's partial sums
- * (in the memory the collectives work on). */
-static enum accel_err agree(struct accel_shard *s, struct accel_error *err)
+enum accel_err shard__exchange(struct accel_shard *s, uint64_t mine, struct accel_error *err)
 {
-    uint64_t mine = shard__layout_hash(s), theirs;
     double *slot = &s->partials[s->rank];
     enum accel_err rc;
 
     if ((rc = s->mem->put(s->ctx, slot, &mine, sizeof(mine), err)) != ACCEL_OK)
         return rc;
     shard__count(s, sizeof(mine));
-    if ((rc = accel_all_gather(s->comm, slot, s->partials, 2, ACCEL_F32, err)) != ACCEL_OK ||
-        (rc = s->mem->get(s->ctx, s->partials_host, s->partials, s->world * sizeof(double), err)) !=
-            ACCEL_OK)
+    if ((rc = accel_all_gather(s->comm, slot, s->partials, 2, ACCEL_F32, err)) != ACCEL_OK)
         return rc;
-    for (unsigned r = 0; r < s->world; r++) {
-        memcpy(&theirs, &s->partials_host[r], sizeof(theirs));
-        if (theirs != mine)
+    return s->mem->get(s->ctx, s->partials_host, s->partials, s->world * sizeof(double), err);
+}
+
+uint64_t shard__exchanged(const struct accel_shard *s, unsigned r)
+{
+    uint64_t v;
+
+    memcpy(&v, &s->partials_host[r], sizeof(v));
+    return v;
+}
+
+/* Every rank must have passed the same units and options: a mismatch would
+ * otherwise show up as collectives of different sizes, or as silently wrong
+ * weights. */
+static enum accel_err agree(struct accel_shard *s, struct accel_error *err)
+{
+    uint64_t mine = shard__layout_hash(s);
+    enum accel_err rc = shard__exchange(s, mine, err);
+
+    if (rc != ACCEL_OK)
+        return rc;
+    for (unsigned r = 0; r < s->world; r++)
+        if (shard__exchanged(s, r) != mine)
             return accel_error_set(err, ACCEL_EINVAL,
                                    "shard: rank %u of %u: rank %u passed other units or options "
                                    "(names, shapes, compute type, strategy, optimizer settings)",
                                    s->rank, s->world, r);
-    }
     return ACCEL_OK;
 }
 

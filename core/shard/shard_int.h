@@ -93,6 +93,13 @@ void shard__release_buf(struct accel_shard *s, float **p, size_t n);
 /* A collective's bookkeeping: one call of `bytes` sent. */
 void shard__count(struct accel_shard *s, size_t bytes);
 
+/* shard.c: every rank's 64-bit value, all-gathered (its bits travel as two
+ * fp32 elements, which all_gather copies without arithmetic) through the
+ * norm's partial-sum buffer, in the memory the collectives work on; then
+ * shard__exchanged(s, r) is rank r's.  Collective. */
+enum accel_err shard__exchange(struct accel_shard *s, uint64_t mine, struct accel_error *err);
+uint64_t shard__exchanged(const struct accel_shard *s, unsigned r);
+
 /* gather.c: after an update (or a skipped one): gathered copies dropped
  * (they are stale once the master moves), slice gradients zeroed, reduce
  * marks reset. */

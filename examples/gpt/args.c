@@ -14,6 +14,7 @@ static const char usage[] =
     "                 [--heads NH] [--lr LR] [--warmup N] [--min-lr-frac F] [--clip G]\n"
     "                 [--seed S] [--loss-log FILE] [--data DIR] [--eval-every N]\n"
     "                 [--eval-batches N] [--print-every N]\n"
+    "                 [--ckpt-dir DIR [--save-every N] [--keep K]]\n"
     "\n"
     "Trains a byte-level GPT on the licence texts of Debian's base-files package,\n"
     "one process per rank, sharded with libaccelrun (core/shard), on the CPU or,\n"
@@ -39,6 +40,11 @@ static const char usage[] =
     "  --eval-every N    validation every N steps; 0 = at the end only (0)\n"
     "  --eval-batches N  validation sequences = N global batches (4)\n"
     "  --print-every N   progress line every N steps; 0 = about 20 lines (0)\n"
+    "  --ckpt-dir DIR    save sharded checkpoints under DIR (docs/ckpt.md) and, when\n"
+    "                    DIR holds one, resume from the newest, at any world size;\n"
+    "                    the flags above must be those it was made with\n"
+    "  --save-every N    steps between checkpoints; 0 = at the end only (0)\n"
+    "  --keep K          checkpoints kept, the newest; 0 = all (2)\n"
     "  -h, --help        this text\n";
 
 static int num(const char *flag, const char *s, double lo, double hi, double *out)
@@ -81,7 +87,8 @@ int gpt_args_parse(struct gpt_args *a, int argc, char **argv)
                            .warmup = 20,
                            .seed = 1337,
                            .data = GPT_DATA_DEFAULT_DIR,
-                           .eval_batches = 4};
+                           .eval_batches = 4,
+                           .keep = 2};
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         double d;
@@ -128,6 +135,12 @@ int gpt_args_parse(struct gpt_args *a, int argc, char **argv)
             rc = count(f, v, 1, 1000, &a->eval_batches);
         else if (!strcmp(f, "--print-every"))
             rc = count(f, v, 0, 10000000, &a->print_every);
+        else if (!strcmp(f, "--ckpt-dir"))
+            a->ckpt_dir = v;
+        else if (!strcmp(f, "--save-every"))
+            rc = count(f, v, 0, 10000000, &a->save_every);
+        else if (!strcmp(f, "--keep"))
+            rc = count(f, v, 0, 1000000, &a->keep);
         else {
             fprintf(stderr, "train_gpt: unknown flag %s\n%s", f, usage);
             return -1;

@@ -60,8 +60,8 @@ static void layout(struct gpt_model *m)
 {
     size_t V = GPT_VOCAB, T = m->cfg.T, C = m->cfg.C, L = m->cfg.L;
 
-    set_param(&m->embed[0], "wte", V, C);
-    set_param(&m->embed[1], "wpe", T, C);
+    set_param(&m->embed[0], "wte.weight", V, C);
+    set_param(&m->embed[1], "wpe.weight", T, C);
     set_param(&m->block[P_LN1W], "ln_1.weight", C, 0);
     set_param(&m->block[P_LN1B], "ln_1.bias", C, 0);
     set_param(&m->block[P_QKVW], "attn.c_attn.weight", 3 * C, C);
@@ -80,7 +80,7 @@ static void layout(struct gpt_model *m)
     set_param(&m->head[3], "lm_head.bias", V, 0);
 
     m->nunits = L + 2;
-    m->units[0] = (struct accel_shard_unit){"wte", m->embed, GPT_EMBED_PARAMS};
+    m->units[0] = (struct accel_shard_unit){"transformer", m->embed, GPT_EMBED_PARAMS};
     for (size_t l = 0; l < L; l++) {
         snprintf(m->names[l], sizeof m->names[l], "h.%zu", l);
         m->units[1 + l] = (struct accel_shard_unit){m->names[l], m->block, GPT_BLOCK_PARAMS};

@@ -41,6 +41,7 @@
 #include "data.h"
 #include "gpu.h"
 #include "model.h"
+#include "resume.h"
 
 struct trainer {
     struct gpt_args a;
@@ -57,6 +58,8 @@ struct trainer {
     int cuda_device;
     struct gpt_cuda *cuda; /* the CUDA backend's context (device mode) */
     FILE *log;
+    size_t start;  /* the step resumed from (0: a fresh run) */
+    unsigned from; /* the world size that saved it */
     struct accel_error err;
     const char *what; /* the failing step, for the message */
 };
@@ -417,6 +420,9 @@ static int setup(struct trainer *t)
         if (e != ACCEL_OK)
             return fail(t, "set_full");
     }
+    if (t->a.ckpt_dir &&
+        gpt_resume(t->shard, &t->a, t->data.hash, &t->start, &t->from, &t->err))
+        return fail(t, "resume (--ckpt-dir)");
     if (t->rank == 0 && t->a.loss_log) {
         t->log = fopen(t->a.loss_log, "w");
         if (!t->log) {
@@ -459,6 +465,11 @@ static void banner(const struct trainer *t)
            t->world, t->a.batch, t->world, t->world > 1 ? "s" : "", t->accum,
            t->accum > 1 ? "s" : "", t->micro, accel_dtype_name(t->opts.compute),
            strategy_name(t->opts.strategy), accel_comm_backend(t->comm));
+    if (t->start)
+        printf("train_gpt: resumed from %s/step-%08zu (saved by %u rank%s): steps %zu..%zu to "
+               "go\n",
+               t->a.ckpt_dir, t->start, t->from, t->from == 1 ? "" : "s", t->start + 1,
+               t->a.steps);
     if (t->device) {
         char dev[160];
         gpt_cuda_describe(t->cuda, dev, sizeof dev);
@@ -492,21 +503,21 @@ static int train(struct trainer *t)
     float loss = NAN, first = NAN, val;
     struct accel_shard_stats st;
 
-    for (size_t s = 0; s < t->a.steps; s++) {
+    for (size_t s = t->start; s < t->a.steps; s++) {
         double ts = now_s();
         if (train_step(t, s, &loss, &st))
             return -1;
         double dt = now_s() - ts;
-        if (s > 0) { /* the first step pays for page faults: leave it out */
+        if (s > t->start) { /* the first step pays for page faults: leave it out */
             total += dt;
             timed++;
         }
         since++;
-        if (s == 0)
+        if (s == t->start)
             first = loss;
         if (t->log)
             fprintf(t->log, "%zu %.9g\n", s + 1, (double)loss);
-        if (t->rank == 0 && (s == 0 || (s + 1) % every == 0 || s + 1 == t->a.steps)) {
+        if (t->rank == 0 && (s == t->start || (s + 1) % every == 0 || s + 1 == t->a.steps)) {
             double now = now_s(), per = (now - tlast) / (double)since;
             printf("step %zu/%zu | loss %.4f | lr %.1e | %.0f ms/step | %.1fk tok/s%s\n", s + 1,
                    t->a.steps, (double)loss, lr_at(&t->a, s), per * 1e3, tokens / per / 1e3,
@@ -514,6 +525,20 @@ static int train(struct trainer *t)
             fflush(stdout);
             tlast = now;
             since = 0;
+        }
+        if (t->a.ckpt_dir && ((t->a.save_every && (s + 1) % t->a.save_every == 0) ||
+                              s + 1 == t->a.steps)) {
+            double c0 = now_s();
+            if (gpt_save(t->shard, &t->a, t->data.hash, s + 1, &t->err)) {
+                t->what = "checkpoint";
+                return -1;
+            }
+            if (t->rank == 0) {
+                printf("step %zu/%zu | checkpoint %s/step-%08zu committed in %.0f ms\n", s + 1,
+                       t->a.steps, t->a.ckpt_dir, s + 1, (now_s() - c0) * 1e3);
+                fflush(stdout);
+            }
+            tlast += now_s() - c0; /* not in the step time */
         }
         if (t->a.eval_every && (s + 1) % t->a.eval_every == 0 && s + 1 < t->a.steps) {
             if (evaluate(t, &val))
@@ -528,9 +553,9 @@ static int train(struct trainer *t)
         fprintf(t->log, "# val %.9g\n", (double)val);
     if (t->rank == 0) {
         printf("train_gpt: %zu steps in %.1f s: train loss %.4f -> %.4f, val loss %.4f; "
-               "%.1f ms/step (steps 2..%zu)\n",
-               t->a.steps, now_s() - t0, (double)first, (double)loss, (double)val,
-               timed ? total / (double)timed * 1e3 : 0.0, t->a.steps);
+               "%.1f ms/step (steps %zu..%zu)\n",
+               t->a.steps - t->start, now_s() - t0, (double)first, (double)loss, (double)val,
+               timed ? total / (double)timed * 1e3 : 0.0, t->start + 2, t->a.steps);
         fflush(stdout);
     }
     return 0;

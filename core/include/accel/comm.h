@@ -34,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "accel/dtype.h"
 #include "accel/err.h"
 #include "accel/store.h"
 
@@ -41,13 +42,7 @@
 extern "C" {
 #endif
 
-enum accel_dtype { ACCEL_F32, ACCEL_BF16, ACCEL_F16 };
 enum accel_redop { ACCEL_SUM, ACCEL_AVG };
-
-/* Bytes of one element; 0 for an unknown type. */
-size_t accel_dtype_size(enum accel_dtype t);
-/* "f32", "bf16", "f16"; "?" otherwise. */
-const char *accel_dtype_name(enum accel_dtype t);
 
 struct accel_comm;
 

@@ -30,6 +30,10 @@ enum accel_err accel_read_file(const char *path, size_t max, char **out, size_t 
 enum accel_err accel_write_durable(const char *path, const void *data, size_t len, mode_t mode,
                                    struct accel_error *err) ACCEL_WUR;
 
+/* fsync()s the directory `dir`, so that the renames and creations in it
+ * are durable; 0, or -1 with errno set. */
+int accel_fsync_dir(const char *dir);
+
 #ifdef __cplusplus
 }
 #endif

@@ -79,6 +79,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "accel/ckpt.h"
 #include "accel/comm.h"
 #include "accel/err.h"
 
@@ -302,6 +303,33 @@ enum accel_err accel_shard_step(struct accel_shard *s, struct accel_shard_stats 
  * the events, recording, waiting), ACCEL_ENOMEM. */
 enum accel_err accel_shard_set_compute_stream(struct accel_shard *s, void *stream,
                                               struct accel_error *err) ACCEL_WUR;
+
+/* Saves the shard's state as checkpoint `step` under `root` (accel/ckpt.h),
+ * between steps: each parameter as "<unit>.<param>" with its global shape
+ * (the model, which consolidation exports), its optimizer state as
+ * "optim.exp_avg.<name>", "optim.exp_avg_sq.<name>" (AdamW) or
+ * "optim.momentum_buffer.<name>" (SGD with momentum), all fp32, each rank
+ * its slices (NO_SHARD: rank r the r-th of world equal parts); and in the
+ * metadata the trainer's pairs (keys not beginning with "shard.") and the
+ * shard's: shard.step (optimizer steps), shard.loss_scale, shard.optimizer,
+ * shard.compute, shard.strategy.  Keeps `keep` checkpoints (0 = all).
+ * Collective; on a device, the slices are copied to host memory first (the
+ * one wait).  Errors: accel_ckpt_save's, ACCEL_EINVAL (a "shard." key),
+ * ACCEL_ETOOBIG (a name over ACCEL_CKPT_MAX_NAME bytes), ACCEL_ENOMEM. */
+enum accel_err accel_shard_save(struct accel_shard *s, const char *root, unsigned long step,
+                                const struct accel_ckpt_kv *meta, size_t nmeta, unsigned keep,
+                                struct accel_error *err) ACCEL_WUR;
+
+/* Loads this rank's slices of the master weights and optimizer state from
+ * an open checkpoint that accel_shard_save wrote, at any world size and
+ * strategy (a copy of fp32 values: bit-exact), then restores the optimizer
+ * step count and, for fp16 after fp16, the loss scale (accel_shard_restore).
+ * Collective: every rank learns whether every rank loaded.  Errors:
+ * ACCEL_ENOTFOUND (a tensor of the model is not in it), ACCEL_EINVAL (another
+ * shape or optimizer, not a shard's checkpoint), ACCEL_EPEER (another rank
+ * failed), accel_ckpt_read's. */
+enum accel_err accel_shard_load(struct accel_shard *s, struct accel_ckpt *c,
+                                struct accel_error *err) ACCEL_WUR;
 
 /* Sets the learning rate of the next steps (a trainer's schedule). */
 void accel_shard_set_lr(struct accel_shard *s, double lr);

@@ -1,0 +1,122 @@
+/*
+ * ckpt_int.h: the in-memory model of a checkpoint, shared by the commit
+ * (rank 0 builds it from the rank files' headers, checks it and writes it
+ * as the manifest) and by the reader (which builds it from the manifest and
+ * checks it the same way), and the names on disk.
+ */
+#ifndef CKPT_INT_H
+#define CKPT_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "accel/ckpt.h"
+#include "st_int.h"
+
+#define CK_MANIFEST "manifest.json"
+#define CK_LATEST "latest"
+#define CK_FORMAT "accelrun.checkpoint"
+#define CK_VERSION 1
+/* the rank file's __metadata__ key holding its pieces (a JSON string) */
+#define CK_META_PIECES "accelrun.pieces"
+
+struct ck_piece {
+    uint32_t file;
+    uint64_t lo, hi;
+    uint64_t xxh3;
+};
+
+struct ck_tensor {
+    struct accel_ckpt_tensor t; /* t.name owned */
+    uint64_t numel;
+    size_t first, n; /* its pieces: p[first .. first + n), by lo */
+};
+
+struct ck_file {
+    char *name;     /* rank-RRRRR-of-WWWWW.safetensors */
+    uint64_t bytes; /* its size */
+    int fd;         /* -1 until read */
+    bool loaded;    /* header read and checked against the manifest */
+    struct st_header h;
+};
+
+struct accel_ckpt {
+    char *dir;
+    unsigned long step;
+    unsigned world;
+    struct accel_ckpt_kv *meta; /* strings owned */
+    size_t nmeta;
+    struct ck_tensor *t; /* by name */
+    size_t nt;
+    struct ck_piece *p;
+    size_t np;
+    struct ck_file *f; /* f[r] is rank r's file */
+    size_t nf;
+    void *scratch; /* a piece read in part */
+    size_t scratch_len;
+};
+
+/* "step-00000100" into buf (>= 16 bytes); and back: false unless `name` is
+ * exactly that form. */
+void ck_step_name(char *buf, size_t len, unsigned long step);
+bool ck_parse_step_name(const char *name, unsigned long *step);
+/* "rank-00003-of-00004.safetensors" */
+void ck_rank_name(char *buf, size_t len, unsigned rank, unsigned world);
+
+/* A new, empty checkpoint of `world` files (names set, fds -1) for dir. */
+struct accel_ckpt *ck_new(const char *dir, unsigned long step, unsigned world,
+                          struct accel_error *err);
+
+/* Sorts c->t by name and each tensor's pieces by lo (pieces are given in
+ * c->p with c->t[i].first/n naming them) and checks everything the reader
+ * relies on: a valid type, shape and numel, no name twice, pieces that tile
+ * [0, numel) exactly, files in range.  `what` names the source in messages
+ * (the manifest, or "step-… (from the rank files)"). */
+enum accel_err ck_check(struct accel_ckpt *c, const char *what, struct accel_error *err);
+
+/* The manifest of c, as a new string (cJSON_free). */
+char *ck_manifest_json(const struct accel_ckpt *c, struct accel_error *err);
+
+/* Reads and checks dir/manifest.json into a new checkpoint.  ACCEL_ENOTFOUND
+ * when there is no manifest (an attempt that did not commit). */
+enum accel_err ck_load(struct accel_ckpt **out, const char *dir, struct accel_error *err);
+
+/* The byte offset and length of piece k in its file, opening and checking
+ * the file on first use (its header against the manifest). */
+enum accel_err ck_piece_at(struct accel_ckpt *c, const struct ck_tensor *t, size_t k,
+                           uint64_t *off, uint64_t *len, struct accel_error *err);
+
+/* Opens rank file f (once) and checks its header against the model: every
+ * tensor the model puts there, 1-D, of its type and length, and nothing
+ * else; and the file's size. */
+enum accel_err ck_open_file(struct accel_ckpt *c, uint32_t f, struct accel_error *err);
+
+/* Reads bytes [off, off + len) of file f (a piece, whole) into dst, or, with
+ * dst NULL, through c->scratch CK_CHUNK bytes at a time; its XXH3-64 must be
+ * `sum` (the message names `tensor`). */
+#define CK_CHUNK (64u << 20)
+enum accel_err ck_pread(struct accel_ckpt *c, uint32_t f, void *dst, uint64_t off, uint64_t len,
+                        uint64_t sum, const char *tensor, struct accel_error *err);
+
+/* A file written durably in a directory: created as name.tmp, written,
+ * then (ck_out_close with rc ACCEL_OK) fsynced and renamed to name, or
+ * (any other rc) removed.  The directory is the caller's to fsync. */
+struct ck_out {
+    int fd;
+    char path[4096], tmp[4200];
+};
+enum accel_err ck_out_open(struct ck_out *o, const char *dir, const char *name,
+                           struct accel_error *err);
+enum accel_err ck_out_write(struct ck_out *o, const void *data, uint64_t len,
+                            struct accel_error *err);
+/* Returns rc, or the first error of finishing the file. */
+enum accel_err ck_out_close(struct ck_out *o, enum accel_err rc, struct accel_error *err);
+
+/* Removes the regular files of directory `path` and then the directory
+ * (nothing else: a subdirectory makes it fail).  0 or -1 with errno. */
+int ck_remove_dir(const char *path);
+
+/* A path under dir, into buf; false when it does not fit. */
+bool ck_path(char *buf, size_t len, const char *dir, const char *name);
+
+#endif

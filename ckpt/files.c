@@ -1,0 +1,207 @@
+/*
+ * files.c: the system calls of checkpoints: a file written durably from
+ * parts, a rank file's bytes read back and checked, a checkpoint directory
+ * removed.  Nothing here decides what goes where (save.c, read.c do).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "accel/alloc.h"
+#include "ckpt_int.h"
+
+enum accel_err ck_out_open(struct ck_out *o, const char *dir, const char *name,
+                           struct accel_error *err)
+{
+    o->fd = -1;
+    if (!ck_path(o->path, sizeof o->path, dir, name))
+        return accel_error_set(err, ACCEL_EINVAL, "path too long: %s/%s", dir, name);
+    snprintf(o->tmp, sizeof o->tmp, "%s.tmp", o->path);
+    o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
+    if (o->fd < 0)
+        return accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO,
+                               "couldn't create %s", o->tmp);
+    return ACCEL_OK;
+}
+
+enum accel_err ck_out_write(struct ck_out *o, const void *data, uint64_t len,
+                            struct accel_error *err)
+{
+    const char *p = data;
+
+    while (len > 0) {
+        ssize_t n = write(o->fd, p, len > CK_CHUNK ? CK_CHUNK : (size_t)len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return accel_error_sys(err, ACCEL_EIO, "couldn't write %s", o->tmp);
+        p += n;
+        len -= (uint64_t)n;
+    }
+    return ACCEL_OK;
+}
+
+enum accel_err ck_out_close(struct ck_out *o, enum accel_err rc, struct accel_error *err)
+{
+    if (o->fd < 0)
+        return rc;
+    if (rc == ACCEL_OK && fsync(o->fd) != 0)
+        rc = accel_error_sys(err, ACCEL_EIO, "couldn't fsync %s", o->tmp);
+    if (close(o->fd) != 0 && rc == ACCEL_OK)
+        rc = accel_error_sys(err, ACCEL_EIO, "couldn't close %s", o->tmp);
+    o->fd = -1;
+    if (rc == ACCEL_OK && rename(o->tmp, o->path) != 0)
+        rc = accel_error_sys(err, ACCEL_EIO, "couldn't rename %s to %s", o->tmp, o->path);
+    if (rc != ACCEL_OK)
+        unlink(o->tmp);
+    return rc;
+}
+
+int ck_remove_dir(const char *path)
+{
+    DIR *d = opendir(path);
+    struct dirent *e;
+    int saved = 0;
+
+    if (!d)
+        return -1;
+    while ((e = readdir(d)) != NULL)
+        /* unlinkat never follows a link: a link is removed, not its target */
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            unlinkat(dirfd(d), e->d_name, 0) != 0 && !saved)
+            saved = errno;
+    closedir(d);
+    if (saved) {
+        errno = saved;
+        return -1;
+    }
+    return rmdir(path);
+}
+
+enum accel_err ck_open_file(struct accel_ckpt *c, uint32_t f, struct accel_error *err)
+{
+    struct ck_file *file = &c->f[f];
+    char path[4096];
+    struct stat st;
+    enum accel_err rc;
+    size_t expect = 0;
+
+    if (file->loaded)
+        return ACCEL_OK;
+    if (file->fd >= 0) { /* an earlier try failed: the same checks again */
+        close(file->fd);
+        file->fd = -1;
+        st_header_free(&file->h);
+    }
+
+    if (!ck_path(path, sizeof path, c->dir, file->name))
+        return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", c->dir);
+    file->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (file->fd < 0)
+        return accel_error_sys(err, ACCEL_EIO, "couldn't open %s (the manifest lists it)", path);
+    if (fstat(file->fd, &st) != 0)
+        return accel_error_sys(err, ACCEL_EIO, "couldn't stat %s", path);
+    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != file->bytes)
+        return accel_error_set(err, ACCEL_EIO,
+                               "%s: %lld bytes, the manifest says %" PRIu64
+                               " (truncated or replaced)",
+                               path, (long long)st.st_size, file->bytes);
+    rc = st_read(file->fd, file->bytes, ST_MAX_HEADER, path, &file->h, err);
+    if (rc != ACCEL_OK)
+        return rc;
+    for (size_t i = 0; i < c->nt; i++) {
+        const struct ck_tensor *t = &c->t[i];
+        for (size_t k = 0; k < t->n; k++) {
+            const struct ck_piece *p = &c->p[t->first + k];
+            const struct st_tensor *s;
+            if (p->file != f)
+                continue;
+            expect++;
+            s = st_find(&file->h, t->t.name);
+            if (!s || s->ndim != 1 || s->shape[0] != p->hi - p->lo ||
+                strcmp(s->dtype, accel_dtype_st_name(t->t.dtype)) != 0)
+                return accel_error_set(err, ACCEL_EPARSE,
+                                       "%s: tensor '%s' is not the 1-D %s of %" PRIu64
+                                       " elements the manifest says",
+                                       path, t->t.name, accel_dtype_st_name(t->t.dtype),
+                                       p->hi - p->lo);
+        }
+    }
+    if (file->h.nt != expect)
+        return accel_error_set(err, ACCEL_EPARSE,
+                               "%s: %zu tensors, the manifest puts %zu there", path,
+                               file->h.nt, expect);
+    file->loaded = true;
+    return ACCEL_OK;
+}
+
+enum accel_err ck_piece_at(struct accel_ckpt *c, const struct ck_tensor *t, size_t k,
+                           uint64_t *off, uint64_t *len, struct accel_error *err)
+{
+    const struct ck_piece *p = &c->p[t->first + k];
+    struct ck_file *file = &c->f[p->file];
+    const struct st_tensor *s;
+
+    enum accel_err rc = ck_open_file(c, p->file, err);
+
+    if (rc != ACCEL_OK)
+        return rc;
+    s = st_find(&file->h, t->t.name);
+    *off = file->h.data_start + s->begin;
+    *len = s->end - s->begin;
+    return ACCEL_OK;
+}
+
+enum accel_err ck_pread(struct accel_ckpt *c, uint32_t f, void *dst, uint64_t off, uint64_t len,
+                        uint64_t sum, const char *tensor, struct accel_error *err)
+{
+    XXH3_state_t *h = XXH3_createState();
+    enum accel_err rc = ACCEL_OK;
+    uint64_t left = len;
+    size_t want = len > CK_CHUNK ? CK_CHUNK : (size_t)len;
+
+    if (!h)
+        return accel_error_set(err, ACCEL_ENOMEM, "out of memory");
+    XXH3_64bits_reset(h);
+    if (!dst && c->scratch_len < want) {
+        void *s = accel_realloc(c->scratch, want);
+        if (!s) {
+            XXH3_freeState(h);
+            return accel_error_set(err, ACCEL_ENOMEM, "out of memory");
+        }
+        c->scratch = s;
+        c->scratch_len = want;
+    }
+    while (rc == ACCEL_OK && left > 0) {
+        /* into dst, or chunk by chunk through the scratch buffer */
+        char *p = dst ? (char *)dst + (len - left) : c->scratch;
+        size_t chunk = left > CK_CHUNK ? CK_CHUNK : (size_t)left;
+        ssize_t n = pread(c->f[f].fd, p, chunk, (off_t)off);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            rc = accel_error_sys(err, ACCEL_EIO, "couldn't read %s/%s", c->dir, c->f[f].name);
+        else if (n == 0)
+            rc = accel_error_set(err, ACCEL_EIO, "%s/%s: unexpected end of file", c->dir,
+                                 c->f[f].name);
+        else {
+            XXH3_64bits_update(h, p, (size_t)n);
+            off += (uint64_t)n;
+            left -= (uint64_t)n;
+        }
+    }
+    if (rc == ACCEL_OK && XXH3_64bits_digest(h) != sum)
+        rc = accel_error_set(err, ACCEL_EIO,
+                             "%s/%s: tensor '%s': checksum mismatch (the data changed after it "
+                             "was saved)",
+                             c->dir, c->f[f].name, tensor);
+    XXH3_freeState(h);
+    return rc;
+}

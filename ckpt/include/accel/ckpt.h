@@ -1,0 +1,189 @@
+/*
+ * accel/ckpt.h: crash-safe sharded checkpoints on shared storage (DESIGN 9,
+ * docs/ckpt.md).
+ *
+ * A checkpoint is a directory ROOT/step-NNNNNNNN holding one safetensors file
+ * per rank (rank-RRRRR-of-WWWWW.safetensors) and a manifest.json that rank 0
+ * writes last: the manifest is the commit.  A directory without one is an
+ * attempt that did not finish; it is never loaded, and the next save cleans
+ * it up.  ROOT/latest names the newest committed checkpoint, for people and
+ * scripts; loading does not trust it (it takes the newest committed step).
+ *
+ * What a rank saves is a list of pieces: elements [lo, hi) of a tensor
+ * flattened in row-major order (FSDP's flat-parameter slices cut tensors
+ * anywhere, mid-row too).  Each piece is one 1-D tensor of the rank's file,
+ * with its XXH3-64 in the file's __metadata__ and in the manifest, which
+ * also records every tensor's global shape and which file holds which
+ * range.  Loading asks for any range of any tensor, whatever the world size
+ * that saved it: the reader copies the overlapping parts of the saved
+ * pieces, so resharding is bit-exact by construction, and checks the
+ * checksum of every piece it reads from.
+ *
+ * Names: a tensor's name is its key in the Hugging Face state dict
+ * ("h.3.attn.c_attn.weight").  Names that begin with "optim." hold optimizer
+ * state (accel_shard uses "optim.exp_avg.<param>" and so on); consolidation
+ * leaves them out.
+ *
+ * Limits (never trusted from a file): ACCEL_CKPT_MAX_* below; a header of a
+ * rank file at most 100,000,000 bytes (the safetensors reader's own cap).
+ *
+ * Durability: each file is written under a temporary name, fsynced and
+ * renamed; the directory is fsynced before the manifest is written, the
+ * manifest and `latest` are written durably (accel_write_durable), and older
+ * checkpoints are deleted only after the new one is committed.
+ */
+#ifndef ACCEL_CKPT_H
+#define ACCEL_CKPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "accel/dtype.h"
+#include "accel/err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ACCEL_CKPT_MAX_WORLD 65536
+#define ACCEL_CKPT_MAX_TENSORS 1048576 /* tensors in a checkpoint */
+#define ACCEL_CKPT_MAX_PIECES 4194304  /* pieces over all files */
+#define ACCEL_CKPT_MAX_NAME 512        /* bytes of a tensor name */
+#define ACCEL_CKPT_MAX_DIMS 8
+#define ACCEL_CKPT_MAX_META 64         /* user metadata entries */
+#define ACCEL_CKPT_MAX_META_LEN 4096   /* bytes of a metadata key or value */
+#define ACCEL_CKPT_MAX_MANIFEST (512u << 20)
+#define ACCEL_CKPT_MAX_STEP 99999999UL /* step-NNNNNNNN */
+
+/* One tensor's shape and type. */
+struct accel_ckpt_tensor {
+    const char *name;
+    enum accel_dtype dtype; /* stored as safetensors' F32, BF16, F16 */
+    unsigned ndim; /* 0 (a scalar) .. ACCEL_CKPT_MAX_DIMS */
+    uint64_t shape[ACCEL_CKPT_MAX_DIMS];
+};
+
+/* A rank's piece of a tensor: elements [lo, hi) of it flattened, lo < hi <=
+ * numel, `data` holding hi - lo elements of t.dtype (host memory). */
+struct accel_ckpt_piece {
+    struct accel_ckpt_tensor t;
+    uint64_t lo, hi;
+    const void *data;
+};
+
+/* A string the trainer records with the checkpoint (its step's RNG seed, its
+ * model's sizes): keys of [A-Za-z0-9_.-], values any UTF-8. */
+struct accel_ckpt_kv {
+    const char *key, *value;
+};
+
+/* The one collective step a save needs, supplied by the caller (a barrier
+ * over its communicator): every rank passes whether its part succeeded;
+ * returns ACCEL_OK with *all_ok true when every rank's did.  Called twice
+ * per save, by every rank, in the same order. */
+typedef enum accel_err (*accel_ckpt_agree_fn)(void *ctx, bool ok, bool *all_ok,
+                                             struct accel_error *err);
+
+struct accel_ckpt_save_opts {
+    const char *root;    /* created (0750) when missing */
+    unsigned long step;  /* 0 .. ACCEL_CKPT_MAX_STEP */
+    unsigned rank, world;
+    const struct accel_ckpt_kv *meta; /* recorded in the manifest */
+    size_t nmeta;
+    unsigned keep;       /* committed checkpoints kept after this one is; 0 = all */
+    accel_ckpt_agree_fn agree;
+    void *agree_ctx;
+};
+
+/* Saves this rank's pieces as part of checkpoint `step` under `root`, and on
+ * rank 0 commits it.  Collective (through o->agree): returns ACCEL_OK on
+ * every rank once the checkpoint is committed, or an error on every rank
+ * when any rank failed (then nothing is committed, `latest` and the older
+ * checkpoints are as they were).  Pieces of one tensor must agree on dtype
+ * and shape over all ranks and cover it exactly once (rank 0 checks, from
+ * the files' headers, before it commits).  Errors: ACCEL_EINVAL (bad
+ * arguments, a name twice, pieces that overlap or leave holes, step
+ * already committed), ACCEL_ETOOBIG (limits), ACCEL_EIO, ACCEL_EPERM,
+ * ACCEL_ENOMEM, ACCEL_EPEER (another rank failed), and agree's. */
+enum accel_err accel_ckpt_save(const struct accel_ckpt_save_opts *o,
+                               const struct accel_ckpt_piece *pieces, size_t npieces,
+                               struct accel_error *err) ACCEL_WUR;
+
+struct accel_ckpt;
+
+/* Opens a committed checkpoint: `path` is a checkpoint directory, or a root,
+ * which means its newest committed checkpoint.  Reads and checks the
+ * manifest (types, shapes, pieces tiling each tensor exactly); rank files
+ * are opened when read.  Errors: ACCEL_ENOTFOUND (no committed checkpoint
+ * there; the message says what was found), ACCEL_EPARSE (a malformed
+ * manifest: the message names the file and the field), ACCEL_ETOOBIG,
+ * ACCEL_EIO, ACCEL_EPERM, ACCEL_ENOMEM. */
+enum accel_err accel_ckpt_open(struct accel_ckpt **out, const char *path,
+                               struct accel_error *err) ACCEL_WUR;
+
+unsigned long accel_ckpt_step(const struct accel_ckpt *c);
+/* The world size that saved it. */
+unsigned accel_ckpt_world(const struct accel_ckpt *c);
+/* The checkpoint's directory. */
+const char *accel_ckpt_dir(const struct accel_ckpt *c);
+/* A metadata value; NULL when the key is not there. */
+const char *accel_ckpt_meta(const struct accel_ckpt *c, const char *key);
+/* Tensors, in name order: i < accel_ckpt_ntensors(c). */
+size_t accel_ckpt_ntensors(const struct accel_ckpt *c);
+const struct accel_ckpt_tensor *accel_ckpt_tensor_at(const struct accel_ckpt *c, size_t i);
+/* The tensor called `name`; NULL when there is none. */
+const struct accel_ckpt_tensor *accel_ckpt_find(const struct accel_ckpt *c, const char *name);
+
+/* Reads elements [lo, hi) of tensor `name` (flattened) into dst, which holds
+ * hi - lo elements of the tensor's stored type `dtype` (which must match).
+ * Every saved piece it reads from is read whole and its checksum checked
+ * (once per piece per handle).  Errors: ACCEL_ENOTFOUND (no such tensor),
+ * ACCEL_EINVAL (a range or type that does not fit: the message names the
+ * tensor, its shape and type), ACCEL_EIO (a short file, a checksum that does
+ * not match: the message names the file and the tensor), ACCEL_EPARSE (a
+ * rank file whose header breaks the safetensors rules or disagrees with the
+ * manifest), ACCEL_ENOMEM. */
+enum accel_err accel_ckpt_read(struct accel_ckpt *c, const char *name, enum accel_dtype dtype,
+                               uint64_t lo, uint64_t hi, void *dst,
+                               struct accel_error *err) ACCEL_WUR;
+
+/* Reads every piece of every file and checks its checksum, each file's
+ * header against the manifest and that no file has bytes beyond its last
+ * tensor.  The first problem is the error. */
+enum accel_err accel_ckpt_verify(struct accel_ckpt *c, struct accel_error *err) ACCEL_WUR;
+
+/* Writes the model's tensors (names not beginning with "optim.") in the
+ * Hugging Face layout into directory `out` (created; files in it of those
+ * names are replaced durably): model.safetensors, or, past `max_shard_bytes`
+ * (0 = 5,000,000,000, huggingface_hub's default), model-0000i-of-0000N
+ * .safetensors and model.safetensors.index.json; metadata {"format":"pt"};
+ * tensors in name order, with their global shapes.  Every piece read is
+ * checked as accel_ckpt_read does. */
+enum accel_err accel_ckpt_consolidate(struct accel_ckpt *c, const char *out,
+                                      uint64_t max_shard_bytes,
+                                      struct accel_error *err) ACCEL_WUR;
+
+void accel_ckpt_close(struct accel_ckpt *c);
+
+/* One checkpoint directory under a root, for listings: its step, whether it
+ * is committed (a valid manifest), the world size and bytes of its files
+ * (committed only). */
+struct accel_ckpt_entry {
+    unsigned long step;
+    bool committed;
+    unsigned world;
+    uint64_t bytes;
+    char name[32]; /* "step-00000100" */
+};
+
+/* Lists the step-NNNNNNNN directories of `root`, by step, into a new array
+ * (*out, accel_free) of *n entries.  Other names are ignored. */
+enum accel_err accel_ckpt_list(const char *root, struct accel_ckpt_entry **out, size_t *n,
+                               struct accel_error *err) ACCEL_WUR;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
