@@ -2,7 +2,7 @@
  * gradcheck.c: every backward kernel of examples/gpt and the whole model
  * against central finite differences, single process, no library but libm.
  *
- *   cc -std=gnu11 -O2 -Icore/include -Iexamples/gpt tests/examples/gradcheck.c \
+ *   cc -std=gnu11 -O2 -Icore/include -Ickpt/include -Iexamples/gpt tests/examples/gradcheck.c \
  *      examples/gpt/kernels.c examples/gpt/model.c examples/gpt/rng.c -lm
  *
  * Each check takes a scalar f = sum_i r_i * out_i (r fixed random weights,

@@ -15,6 +15,10 @@
 #                                    validation loss: <= BF16_TOL (1e-2); and the
 #                                    bf16 curve must differ from fp32 (bf16 was used)
 #   the loss falls                   mean of the last 10 steps < 0.6 x step 1
+#   killed at world 4 after the      resumed at world 4: bit-identical to the
+#   checkpoint of step STEPS/2       uninterrupted world-4 run from there on (and
+#                                    its validation loss); resumed at world 2 and
+#                                    1: the fp32 tolerances above against it
 # STEPS (default 200) and TRAIN_GPT (default BUILD/bin/train_gpt) can be set;
 # the whole file takes 1 to 2 minutes on 2 cores.
 set -u
@@ -68,7 +72,7 @@ done
 cd "$root" || exit 1
 
 # ---------------------------------------------------------------- model alone
-if cc -std=gnu11 -O2 -Wall -Wextra -Wno-missing-field-initializers -Icore/include \
+if cc -std=gnu11 -O2 -Wall -Wextra -Wno-missing-field-initializers -Icore/include -Ickpt/include \
     -Iexamples/gpt -o "$tmp/gradcheck" tests/examples/gradcheck.c examples/gpt/kernels.c \
     examples/gpt/model.c examples/gpt/rng.c -lm 2>"$tmp/cc.err"; then
     if out=$("$tmp/gradcheck"); then
@@ -174,6 +178,80 @@ if [ -s "$tmp/w4.log" ]; then
     fi
 else
     skipped "the loss falls" "the world 4 run failed"
+fi
+
+# ---------------------------------------------------------------- checkpoints
+# kill_after NAME N CKPT STEP: trains at world N with checkpoints every STEP
+# steps under CKPT, and kills the launcher (SIGTERM, which it forwards) once
+# step STEP's checkpoint is committed.  0 when it was killed after that.
+kill_after() {
+    local name=$1 n=$2 ck=$3 at=$4 pid i
+    "$accelrun" launch -n "$n" --config "$cfg" -- "$train" --steps "$steps" \
+        --loss-log "$tmp/$name.log" --ckpt-dir "$ck" --save-every "$at" \
+        >"$tmp/$name.out" 2>&1 &
+    pid=$!
+    for i in $(seq 1 3000); do
+        grep -q "checkpoint $ck/step-$(printf %08d "$at") committed" "$tmp/$name.out" && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -TERM "$pid" 2>/dev/null
+    wait "$pid"
+    local rc=$?
+    if [ "$rc" -eq 0 ]; then
+        bad "$name: the launcher was killed after step $at's checkpoint (it finished: exit 0)" \
+            "$(cat "$tmp/$name.out")"
+        return 1
+    fi
+    ok "$name: killed (launcher exit $rc) after step $at's checkpoint was committed"
+}
+
+half=$((steps / 2))
+if [ -s "$tmp/w4.log" ] && kill_after killed 4 "$tmp/ck" "$half"; then
+    latest=$(cat "$tmp/ck/latest" 2>/dev/null)
+    if [ "$latest" = "step-$(printf %08d "$half")" ]; then
+        ok "after the kill, latest names step $half's checkpoint"
+    else
+        bad "after the kill, latest names step $half's checkpoint (it says '$latest')"
+    fi
+    cp -r "$tmp/ck" "$tmp/ck2"
+    cp -r "$tmp/ck" "$tmp/ck1"
+    tail -n +$((half + 1)) "$tmp/w4.log" >"$tmp/w4.tail"
+    if run resumed4 4 "$cfg" --ckpt-dir "$tmp/ck"; then
+        if grep -q "resumed from $tmp/ck/step-$(printf %08d "$half") (saved by 4 ranks)" \
+            "$tmp/resumed4.out" && cmp -s "$tmp/w4.tail" "$tmp/resumed4.log"; then
+            ok "resumed at world 4 from step $half: bit-identical to the uninterrupted run (steps $((half + 1))..$steps and validation)"
+        else
+            bad "resumed at world 4 from step $half: bit-identical to the uninterrupted run" \
+                "$(diff "$tmp/w4.tail" "$tmp/resumed4.log" | head; grep resumed "$tmp/resumed4.out")"
+        fi
+    fi
+    for n in 2 1; do
+        run "resumed$n" "$n" "$cfg" --ckpt-dir "$tmp/ck$n" || continue
+        if ! grep -q "resumed from $tmp/ck$n/step-$(printf %08d "$half") (saved by 4 ranks)" \
+            "$tmp/resumed$n.out"; then
+            bad "resumed at world $n from world 4's step $half" "$(cat "$tmp/resumed$n.out")"
+            continue
+        fi
+        read -r max at final val <<<"$(compare "$tmp/w4.tail" "$tmp/resumed$n.log")"
+        echo "# resumed at world $n vs the world-4 run: max relative difference $max" \
+            "(step $at), final step $final, validation $val"
+        within "resumed at world $n from world 4's step $half: every step within $FP32_STEP_TOL ($max)" \
+            "$max" $FP32_STEP_TOL
+        within "resumed at world $n: final step and validation within $FP32_FINAL_TOL ($final, $val)" \
+            "$(awk -v a="$final" -v b="$val" 'BEGIN { print (a > b ? a : b) }')" $FP32_FINAL_TOL
+    done
+    cp -r "$tmp/ck2" "$tmp/ckseed"
+    if out=$("$accelrun" launch -n 2 --config "$cfg" -- "$train" --steps "$steps" --seed 7 \
+        --ckpt-dir "$tmp/ckseed" 2>&1); then
+        bad "resuming with another --seed is refused (it exited 0)" "$out"
+    elif printf '%s' "$out" | grep -q "was made with gpt.seed = 1337; this run has 7"; then
+        ok "resuming with another --seed is refused, naming the flag"
+    else
+        bad "resuming with another --seed is refused, naming the flag" "$out"
+    fi
+else
+    skipped "kill and resume" "the world 4 run or the killed run failed"
 fi
 
 finish

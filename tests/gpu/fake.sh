@@ -17,7 +17,7 @@ mkdir -p build/gpu
 libs="$(pkg-config --libs yaml-0.1 libcjson hwloc 2>/dev/null || echo -lyaml -lcjson -lhwloc)"
 # shellcheck disable=SC2086 # $libs: one flag per word
 cc -std=gnu11 -O1 -g -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Werror \
-    -Icore/include -Itopology/include -Itests/harness -DACCEL_HAVE_NCCL=1 \
+    -Icore/include -Itopology/include -Ickpt/include -Itests/harness -DACCEL_HAVE_NCCL=1 \
     -isystem "$CUDA_HOME/include" tests/gpu/nccl_fake.c tests/harness/test.c \
     build/lib/libaccelrun.a $libs -ldl -lm -pthread -o build/gpu/nccl_fake || exit 1
 timeout -k 5 120 build/gpu/nccl_fake

@@ -118,12 +118,12 @@ if [ "$have_nccl" = no ]; then
     skipped "nccl backend" "no nccl.h and cuda_runtime.h under $CUDA_HOME"
 else
     mkdir -p build/gpu
-    libs="$(pkg-config --libs yaml-0.1 libcjson hwloc 2>/dev/null || echo -lyaml -lcjson -lhwloc)"
+    libs="$(pkg-config --libs yaml-0.1 libcjson hwloc libxxhash 2>/dev/null || echo -lyaml -lcjson -lhwloc -lxxhash)"
     cudalib=$CUDA_HOME/lib64
     [ -d "$cudalib" ] || cudalib=$CUDA_HOME/lib
     # shellcheck disable=SC2086 # $libs: one flag per word
     if cc -std=gnu11 -O2 -g -Wall -Wextra -Wshadow -Werror \
-        -Icore/include -Itopology/include -Itests/harness -DACCEL_HAVE_NCCL=1 \
+        -Icore/include -Itopology/include -Ickpt/include -Itests/harness -DACCEL_HAVE_NCCL=1 \
         -isystem "$CUDA_HOME/include" tests/gpu/nccl_gpu.c tests/harness/test.c \
         build/lib/libaccelrun.a $libs -ldl -lm -L"$cudalib" -Wl,-rpath,"$cudalib" \
         -lnccl -lcudart -pthread -o build/gpu/nccl_gpu 2>build/gpu/cc.log; then
@@ -134,7 +134,7 @@ else
     # core/shard's device path against its host path (world 1)
     # shellcheck disable=SC2086 # $libs: one flag per word
     if cc -std=gnu11 -O2 -g -Wall -Wextra -Wshadow -Werror \
-        -Icore/include -Itopology/include -Itests/harness -DACCEL_HAVE_NCCL=1 \
+        -Icore/include -Itopology/include -Ickpt/include -Itests/harness -DACCEL_HAVE_NCCL=1 \
         -isystem "$CUDA_HOME/include" tests/gpu/shard_gpu.c tests/harness/test.c \
         build/lib/libaccelrun.a $libs -ldl -lm -L"$cudalib" -Wl,-rpath,"$cudalib" \
         -lnccl -lcudart -lstdc++ -pthread -o build/gpu/shard_gpu 2>build/gpu/cc-shard.log; then

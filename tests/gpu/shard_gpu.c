@@ -48,7 +48,7 @@
  *     size, and the device usable afterwards.
  *
  * Build (from the repository root, after make):
- *   cc -std=gnu11 -O2 -g -Wall -Wextra -Wshadow -Werror -Icore/include \
+ *   cc -std=gnu11 -O2 -g -Wall -Wextra -Wshadow -Werror -Icore/include -Ickpt/include \
  *      -Itopology/include -Itests/harness -DACCEL_HAVE_NCCL=1 \
  *      -isystem $CUDA_HOME/include tests/gpu/shard_gpu.c tests/harness/test.c \
  *      build/lib/libaccelrun.a $(pkg-config --libs yaml-0.1 libcjson hwloc) \

@@ -54,7 +54,7 @@ fma=
 if [ "$(uname -m)" = x86_64 ] && grep -qw fma /proc/cpuinfo 2>/dev/null; then fma=-mfma; fi
 cxx="g++ -std=c++17 -O2 -g $fma -ffp-contract=fast -Wall -Wextra -Wno-unknown-pragmas"
 cc="gcc -std=gnu11 -O2 -g -Wall -Wextra -Wno-missing-field-initializers"
-inc="-I$here -I$src -I$root/core/include"
+inc="-I$here -I$src -I$root/core/include -I$root/ckpt/include"
 
 # ---------------------------------------------------------------- build
 built=1
@@ -107,7 +107,7 @@ for f in "$lib" "$build/bin/accelrun" "$build/bin/train_gpt"; do
         finish
     fi
 done
-libs="$(pkg-config --libs yaml-0.1 libcjson hwloc 2>/dev/null || echo -lyaml -lcjson -lhwloc)"
+libs="$(pkg-config --libs yaml-0.1 libcjson hwloc libxxhash 2>/dev/null || echo -lyaml -lcjson -lhwloc -lxxhash)"
 if nm "$lib" 2>/dev/null | grep -q ' U ncclCommInitRankConfig'; then
     cudalib=${CUDA_HOME:-/usr/local/cuda}/lib64
     libs="$libs -L$cudalib -Wl,-rpath,$cudalib -lnccl -lcudart"
