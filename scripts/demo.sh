@@ -4,6 +4,10 @@
 # the example trainer (examples/gpt, docs/train-gpt.md), each with the
 # environment `accelerate launch` would give it, and they train a small GPT
 # sharded FSDP-style over the socket collectives; rank 0 prints the loss.
+# The run saves a sharded checkpoint every 50 steps and is killed after the
+# one of step 100; 2 ranks then resume it (the checkpoint resharded from 4)
+# and finish; the checkpoint is verified and exported in the Hugging Face
+# layout (docs/ckpt.md).
 set -eu
 bin=${1:-build/bin/accelrun}
 dir=$(dirname "$bin")
@@ -23,5 +27,35 @@ echo "== what rank 2 of 4 gets (accelrun launch --dry-run)"
 "$bin" launch --dry-run --config "$cfg" -n 4 2>/dev/null |
     awk '/^# rank 2 /{p=1; print; next} /^# rank/{p=0} p && /^(RANK|LOCAL_RANK|WORLD_SIZE|MASTER_|ACCELERATE_USE_FSDP|FSDP_SHARDING|ACCELERATE_MIXED)/'
 echo
-echo "== accelrun launch -n 4 --config $cfg -- $dir/train_gpt"
-"$bin" launch -n 4 --config "$cfg" -- "$dir/train_gpt"
+ck=$tmp/ckpt
+echo "== accelrun launch -n 4 --config $cfg -- $dir/train_gpt --ckpt-dir $ck --save-every 50"
+echo "   (killed once the checkpoint of step 100 is committed)"
+"$bin" launch -n 4 --config "$cfg" -- "$dir/train_gpt" --ckpt-dir "$ck" --save-every 50 \
+    >"$tmp/run1.out" 2>&1 &
+pid=$!
+shown=0
+while :; do
+    n=$(wc -l <"$tmp/run1.out")
+    [ "$n" -gt "$shown" ] && sed -n "$((shown + 1)),${n}p" "$tmp/run1.out" && shown=$n
+    grep -q "checkpoint $ck/step-00000100 committed" "$tmp/run1.out" && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+done
+kill -TERM "$pid" 2>/dev/null || true
+rc=0
+wait "$pid" || rc=$?
+n=$(wc -l <"$tmp/run1.out")
+[ "$n" -gt "$shown" ] && sed -n "$((shown + 1)),${n}p" "$tmp/run1.out"
+echo "== killed (launcher exit $rc); $ck/latest says $(cat "$ck/latest")"
+echo
+echo "== resumed with 2 ranks: accelrun launch -n 2 --config $cfg -- $dir/train_gpt --ckpt-dir $ck"
+"$bin" launch -n 2 --config "$cfg" -- "$dir/train_gpt" --ckpt-dir "$ck" --save-every 50
+if "$bin" ckpt --help >/dev/null 2>&1; then
+    echo
+    echo "== accelrun ckpt ls $ck"
+    "$bin" ckpt ls "$ck"
+    echo "== accelrun ckpt verify $ck"
+    "$bin" ckpt verify "$ck"
+    echo "== accelrun ckpt consolidate $ck $tmp/hf"
+    "$bin" ckpt consolidate "$ck" "$tmp/hf"
+fi
