@@ -3,8 +3,10 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -87,4 +89,78 @@ enum accel_err test_comm_join(unsigned port, uint64_t nonce, unsigned rank, unsi
     *c = NULL;
     rc = accel_store_connect(st, &so, err);
     return rc != ACCEL_OK ? rc : accel_comm_init(c, *st, rank, world, &co, err);
+}
+
+struct rank_out {
+    int code;
+    char msg[600];
+};
+
+static struct rank_out *outs; /* [TEST_MAX_WORLD], shared with the forked ranks */
+
+int test_rank_fail(unsigned rank, const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (outs == NULL || rank >= TEST_MAX_WORLD)
+        return 1;
+    n = snprintf(outs[rank].msg, sizeof(outs[rank].msg), "%s:%d: ", file, line);
+    va_start(ap, fmt);
+    vsnprintf(outs[rank].msg + n, sizeof(outs[rank].msg) - (size_t)n, fmt, ap);
+    va_end(ap);
+    return 1;
+}
+
+static void world_child(unsigned port, uint64_t nonce, unsigned rank, unsigned world,
+                        test_rank_fn fn, const void *arg)
+{
+    struct accel_store *st = NULL;
+    struct accel_comm *c = NULL;
+    struct accel_error err;
+
+    if (test_comm_join(port, nonce, rank, world, 20, &st, &c, &err) != ACCEL_OK) {
+        outs[rank].code = test_rank_fail(rank, __FILE__, __LINE__, "rank %u: %s", rank, err.msg);
+        _exit(0);
+    }
+    outs[rank].code = fn(c, rank, arg);
+    accel_comm_free(c);
+    accel_store_close(st);
+    _exit(0);
+}
+
+void test_world_run(unsigned world, uint64_t nonce, test_rank_fn fn, const void *arg)
+{
+    struct test_store_proc srv;
+    pid_t pids[TEST_MAX_WORLD];
+
+    ASSERT(world >= 1 && world <= TEST_MAX_WORLD);
+    if (outs == NULL) {
+        outs = mmap(NULL, sizeof(*outs) * TEST_MAX_WORLD, PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        ASSERT(outs != MAP_FAILED);
+    }
+    /* served from a process of its own: forking ranks after starting the
+     * server's thread here would deadlock ASan's allocator */
+    test_store_proc_start(&srv, nonce);
+    for (unsigned r = 0; r < world; r++) {
+        outs[r].code = -1;
+        snprintf(outs[r].msg, sizeof(outs[r].msg), "rank %u died", r);
+    }
+    fflush(stdout);
+    for (unsigned r = 0; r < world; r++) {
+        pids[r] = fork();
+        ASSERT(pids[r] >= 0);
+        if (pids[r] == 0)
+            world_child(srv.port, nonce, r, world, fn, arg);
+    }
+    for (unsigned r = 0; r < world; r++) {
+        int status;
+        while (waitpid(pids[r], &status, 0) < 0 && errno == EINTR)
+            ;
+    }
+    test_store_proc_stop(&srv);
+    for (unsigned r = 0; r < world; r++)
+        if (outs[r].code != 0)
+            test_fail(__FILE__, __LINE__, "world %u: %s", world, outs[r].msg);
 }

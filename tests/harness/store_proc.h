@@ -34,4 +34,17 @@ enum accel_err test_comm_join(unsigned port, uint64_t nonce, unsigned rank, unsi
                               double timeout_s, struct accel_store **st, struct accel_comm **c,
                               struct accel_error *err);
 
+/* Forked ranks of a test world.  fn runs on each rank with its socket
+ * communicator; it returns 0, or non-zero after test_rank_fail recorded why
+ * (the RCHECK style of the shard tests).  test_world_run starts a store
+ * process, forks `world` ranks (at most TEST_MAX_WORLD) that join it and
+ * run fn, waits for them, and fails the case with the first rank's message
+ * when a rank failed or died. */
+#define TEST_MAX_WORLD 8
+typedef int (*test_rank_fn)(struct accel_comm *c, unsigned rank, const void *arg);
+void test_world_run(unsigned world, uint64_t nonce, test_rank_fn fn, const void *arg);
+/* Records rank's failure message ("file:line: ..."); returns 1. */
+int test_rank_fail(unsigned rank, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 #endif

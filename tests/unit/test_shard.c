@@ -103,13 +103,7 @@ static size_t widx(unsigned o, unsigned j)
 
 /* ------------------------------------------------------------ worlds */
 
-struct rank_out {
-    int code;
-    char msg[600];
-};
-
 struct shared {
-    struct rank_out out[MAXW];
     float w[SLOTS][NW];
     double loss[SLOTS][MAXW][STEPS];
     double norm[SLOTS][MAXW][STEPS];
@@ -132,18 +126,7 @@ static void shared_map(void)
     test_alloc_install();
 }
 
-static int rfail(unsigned rank, const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int rfail(unsigned rank, const char *file, int line, const char *fmt, ...)
-{
-    va_list ap;
-    int n = snprintf(sh->out[rank].msg, sizeof(sh->out[rank].msg), "%s:%d: ", file, line);
-
-    va_start(ap, fmt);
-    vsnprintf(sh->out[rank].msg + n, sizeof(sh->out[rank].msg) - (size_t)n, fmt, ap);
-    va_end(ap);
-    return 1;
-}
+#define rfail test_rank_fail
 
 #define RCHECK(cond)                                                                               \
     do {                                                                                           \
@@ -158,55 +141,10 @@ static int rfail(unsigned rank, const char *file, int line, const char *fmt, ...
                          accel_errname(rc_), err.msg);                                             \
     } while (0)
 
-typedef int (*rank_fn)(struct accel_comm *c, unsigned rank, const void *arg);
-
-static void child(unsigned port, unsigned rank, unsigned world, rank_fn fn, const void *arg)
-{
-    struct accel_store *st = NULL;
-    struct accel_comm *c = NULL;
-    struct accel_error err;
-    int rc;
-
-    if (test_comm_join(port, NONCE, rank, world, 20, &st, &c, &err) != ACCEL_OK) {
-        sh->out[rank].code = rfail(rank, __FILE__, __LINE__, "rank %u: %s", rank, err.msg);
-        _exit(0);
-    }
-    rc = fn(c, rank, arg);
-    sh->out[rank].code = rc;
-    accel_comm_free(c);
-    accel_store_close(st);
-    _exit(0);
-}
-
 /* Runs fn on `world` forked ranks; fails the case if a rank did. */
-static void run_world(unsigned world, rank_fn fn, const void *arg)
+static void run_world(unsigned world, test_rank_fn fn, const void *arg)
 {
-    struct test_store_proc srv;
-    pid_t pids[MAXW];
-
-    /* served from a process of its own: forking ranks after starting the
-     * server's thread here would deadlock ASan's allocator */
-    test_store_proc_start(&srv, NONCE);
-    for (unsigned r = 0; r < world; r++) {
-        sh->out[r].code = -1;
-        snprintf(sh->out[r].msg, sizeof(sh->out[r].msg), "rank %u died", r);
-    }
-    fflush(stdout);
-    for (unsigned r = 0; r < world; r++) {
-        pids[r] = fork();
-        ASSERT(pids[r] >= 0);
-        if (pids[r] == 0)
-            child(srv.port, r, world, fn, arg);
-    }
-    for (unsigned r = 0; r < world; r++) {
-        int status;
-        while (waitpid(pids[r], &status, 0) < 0 && errno == EINTR)
-            ;
-    }
-    test_store_proc_stop(&srv);
-    for (unsigned r = 0; r < world; r++)
-        if (sh->out[r].code != 0)
-            test_fail(__FILE__, __LINE__, "world %u: %s", world, sh->out[r].msg);
+    test_world_run(world, NONCE, fn, arg);
 }
 
 /* ------------------------------------------------------------ training on a rank */

@@ -44,25 +44,15 @@ static const struct accel_shard_param p_c[] = {{"w", 2, {3, 100}}};
 static const struct accel_shard_unit units[] = {{"a", p_a, 2}, {"b", p_b, 1}, {"c", p_c, 1}};
 #define NUNITS 3
 
-struct result {
-    int code;
-    char msg[600];
-};
-
-static struct result *res; /* [MAXW], shared with the ranks */
-
 static float rnd(uint32_t a, uint32_t b)
 {
     return (float)(test_mix32(a * 2654435761u ^ test_mix32(b + 0x9e37u)) >> 8) * 0x1p-23f - 1.0f;
 }
 
 /* The test's failure inside a rank: recorded, the rank returns 1. */
-static int rfail(unsigned rank, int line, const char *what, const char *msg)
-{
-    snprintf(res[rank].msg, sizeof(res[rank].msg), "%s:%d: rank %u: %.200s%s%.300s", __FILE__, line,
-             rank, what, msg != NULL ? ": " : "", msg != NULL ? msg : "");
-    return 1;
-}
+#define rfail(rank, line, what, msg)                                                               \
+    test_rank_fail(rank, __FILE__, line, "rank %u: %.200s%s%.300s", rank, what,                    \
+                   (msg) != NULL ? ": " : "", (msg) != NULL ? (msg) : "")
 
 #define RCHECK(cond)                                                                               \
     do {                                                                                           \
@@ -207,51 +197,15 @@ static int rank_main(struct accel_comm *c, unsigned rank)
     return 0;
 }
 
-static void child(unsigned port, unsigned rank, unsigned world)
+static int staged_rank(struct accel_comm *c, unsigned rank, const void *arg)
 {
-    struct accel_store *st = NULL;
-    struct accel_comm *c = NULL;
-    struct accel_error err;
-
-    if (test_comm_join(port, NONCE, rank, world, 20, &st, &c, &err) != ACCEL_OK) {
-        res[rank].code = rfail(rank, __LINE__, "comm", err.msg);
-        _exit(0);
-    }
-    res[rank].code = rank_main(c, rank);
-    accel_comm_free(c);
-    accel_store_close(st);
-    _exit(0);
+    (void)arg;
+    return rank_main(c, rank);
 }
 
 static void run_world(unsigned world)
 {
-    struct test_store_proc srv;
-    pid_t pids[MAXW];
-
-    res =
-        mmap(NULL, sizeof(*res) * MAXW, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ASSERT(res != MAP_FAILED);
-    test_store_proc_start(&srv, NONCE);
-    for (unsigned r = 0; r < world; r++) {
-        res[r].code = -1;
-        snprintf(res[r].msg, sizeof(res[r].msg), "rank %u died", r);
-    }
-    fflush(stdout);
-    for (unsigned r = 0; r < world; r++) {
-        pids[r] = fork();
-        ASSERT(pids[r] >= 0);
-        if (pids[r] == 0)
-            child(srv.port, r, world);
-    }
-    for (unsigned r = 0; r < world; r++) {
-        int status;
-        while (waitpid(pids[r], &status, 0) < 0 && errno == EINTR)
-            ;
-    }
-    test_store_proc_stop(&srv);
-    for (unsigned r = 0; r < world; r++)
-        if (res[r].code != 0)
-            test_fail(__FILE__, __LINE__, "world %u: %s", world, res[r].msg);
+    test_world_run(world, NONCE, staged_rank, NULL);
 }
 
 TEST(staged_equals_in_place_world1)
