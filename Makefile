@@ -312,6 +312,7 @@ bench-run: bench-bins
 	$(Q)if [ -f bench/comm.sh ]; then bash bench/comm.sh $(BUILD); fi
 	$(Q)if [ -f bench/rendezvous.sh ]; then bash bench/rendezvous.sh $(BUILD); fi
 	$(Q)bash bench/train.sh $(BUILD)
+	$(Q)bash bench/ckpt.sh $(BUILD)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/accel \

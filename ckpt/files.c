@@ -36,7 +36,7 @@ enum accel_err ck_out_write(struct ck_out *o, const void *data, uint64_t len,
     const char *p = data;
 
     while (len > 0) {
-        ssize_t n = write(o->fd, p, len > CK_CHUNK ? CK_CHUNK : (size_t)len);
+        ssize_t n = write(o->fd, p, len > CK_WRITE_CHUNK ? CK_WRITE_CHUNK : (size_t)len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
