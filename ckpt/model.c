@@ -287,7 +287,7 @@ static enum accel_err load_tensor(struct accel_ckpt *c, const cJSON *e, struct c
         struct ck_piece *p = &c->p[c->np];
         uint64_t file;
 
-        if (cJSON_GetArraySize(q) != 4 || !st_json_uint(q->child, &file) ||
+        if (!cJSON_IsArray(q) || cJSON_GetArraySize(q) != 4 || !st_json_uint(q->child, &file) ||
             file >= c->nf || !st_json_uint(q->child->next, &p->lo) ||
             !st_json_uint(q->child->next->next, &p->hi) ||
             !cJSON_IsString(q->child->next->next->next) ||
@@ -329,8 +329,7 @@ enum accel_err ck_load(struct accel_ckpt **out, const char *dir, struct accel_er
     rc = accel_read_file(path, ACCEL_CKPT_MAX_MANIFEST, &text, &len, err);
     if (rc != ACCEL_OK)
         return rc;
-    if (!accel_utf8_valid(text, len) || !(root = cJSON_ParseWithLength(text, len)) ||
-        !cJSON_IsObject(root)) {
+    if (!accel_utf8_valid(text, len) || !(root = st_json_object(text, len))) {
         rc = accel_error_set(err, ACCEL_EPARSE, "%s: not a JSON object", path);
         goto out;
     }
@@ -350,6 +349,17 @@ enum accel_err ck_load(struct accel_ckpt **out, const char *dir, struct accel_er
         step > ACCEL_CKPT_MAX_STEP) {
         rc = bad(err, path, "step");
         goto out;
+    }
+    {
+        const char *base = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+        unsigned long named;
+        if (ck_parse_step_name(base, &named) && named != step) {
+            rc = accel_error_set(err, ACCEL_EPARSE,
+                                 "%s: 'step' is %llu but the directory is %s (moved or copied "
+                                 "from another?)",
+                                 path, (unsigned long long)step, base);
+            goto out;
+        }
     }
     if (!st_json_uint(cJSON_GetObjectItemCaseSensitive(root, "world_size"), &world) ||
         world < 1 || world > ACCEL_CKPT_MAX_WORLD) {

@@ -157,7 +157,8 @@ enum accel_err accel_ckpt_list(const char *root, struct accel_ckpt_entry **out, 
         accel_free(v);
         return rc;
     }
-    qsort(v, len, sizeof *v, entry_by_step);
+    if (len) /* v is NULL when there is none */
+        qsort(v, len, sizeof *v, entry_by_step);
     *out = v;
     *n = len;
     return ACCEL_OK;
@@ -179,11 +180,13 @@ enum accel_err accel_ckpt_open(struct accel_ckpt **out, const char *path, struct
     if (rc != ACCEL_OK)
         return rc;
     for (size_t i = n; i-- > 0;) {
-        if (!e[i].committed) {
+        ck_path(dir, sizeof dir, path, e[i].name);
+        /* one with a manifest that does not load: its error, not an older one */
+        if (!e[i].committed && (!ck_path(manifest, sizeof manifest, dir, CK_MANIFEST) ||
+                                access(manifest, F_OK) != 0)) {
             incomplete++;
             continue;
         }
-        ck_path(dir, sizeof dir, path, e[i].name);
         accel_free(e);
         return ck_load(out, dir, err);
     }

@@ -76,6 +76,11 @@ static enum accel_err check_args(const struct accel_ckpt_save_opts *o,
                                    "checkpoint save: metadata %zu: keys are [A-Za-z0-9_.-], keys "
                                    "and values UTF-8 of at most %d bytes",
                                    i, ACCEL_CKPT_MAX_META_LEN);
+    for (size_t i = 0; i < o->nmeta; i++) /* at most ACCEL_CKPT_MAX_META: pairs are cheap */
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(o->meta[i].key, o->meta[j].key))
+                return accel_error_set(err, ACCEL_EINVAL,
+                                       "checkpoint save: metadata key '%s' twice", o->meta[i].key);
     for (size_t i = 0; i < n; i++) {
         const struct accel_ckpt_tensor *t = &pc[i].t;
         uint64_t numel;
@@ -85,6 +90,11 @@ static enum accel_err check_args(const struct accel_ckpt_save_opts *o,
             return accel_error_set(err, ACCEL_EINVAL,
                                    "checkpoint save: piece %zu: a name of 1..%d bytes of UTF-8",
                                    i, ACCEL_CKPT_MAX_NAME);
+        if (!strcmp(t->name, "__metadata__")) /* the safetensors header's own key */
+            return accel_error_set(err, ACCEL_EINVAL,
+                                   "checkpoint save: piece %zu: '__metadata__' is not a tensor "
+                                   "name in safetensors",
+                                   i);
         if (!accel_dtype_st_name(t->dtype) || t->ndim > ACCEL_CKPT_MAX_DIMS ||
             !st_numel(t->shape, t->ndim, &numel) ||
             numel > (UINT64_C(1) << 48) / accel_dtype_size(t->dtype))
@@ -313,7 +323,8 @@ static enum accel_err merge_records(struct accel_ckpt *c, struct accel_error *er
         accel_free(p);
         return accel_error_set(err, ACCEL_ENOMEM, "checkpoint commit: out of memory");
     }
-    qsort(c->t, c->nt, sizeof *c->t, record_cmp);
+    if (c->nt) /* c->t is NULL when no rank has a piece */
+        qsort(c->t, c->nt, sizeof *c->t, record_cmp);
     for (size_t i = 0; i < c->nt; i++) {
         struct ck_tensor *r = &c->t[i], *last = nt ? &t[nt - 1] : NULL;
 
@@ -369,7 +380,7 @@ static void collect(const char *root, unsigned long step, unsigned keep)
     struct accel_ckpt_entry *e = NULL;
     struct accel_error err;
     size_t n = 0, kept = 1;
-    char path[4096];
+    char path[4096], manifest[4200];
 
     if (accel_ckpt_list(root, &e, &n, &err) != ACCEL_OK) {
         accel_log(ACCEL_LOG_WARN, "checkpoint: no clean-up of %s: %s", root, err.msg);
@@ -382,11 +393,38 @@ static void collect(const char *root, unsigned long step, unsigned keep)
             kept++;
             continue;
         }
-        if (!ck_path(path, sizeof path, root, e[i].name) || ck_remove_dir(path) != 0)
+        if (!ck_path(path, sizeof path, root, e[i].name))
+            continue;
+        /* a manifest that did not load (another version's, unreadable) is
+         * not an attempt: left alone */
+        if (!e[i].committed && (!ck_path(manifest, sizeof manifest, path, CK_MANIFEST) ||
+                                access(manifest, F_OK) == 0 || errno != ENOENT)) {
+            accel_log(ACCEL_LOG_WARN, "checkpoint: left %s alone: its %s does not load", path,
+                      CK_MANIFEST);
+            continue;
+        }
+        if (ck_remove_dir(path) != 0)
             accel_log(ACCEL_LOG_WARN, "checkpoint: couldn't remove %s/%s: %s", root, e[i].name,
                       strerror(errno));
     }
     accel_free(e);
+}
+
+/* The newest committed step under root; 0 when none (or unreadable). */
+static unsigned long newest_committed(const char *root)
+{
+    struct accel_ckpt_entry *e = NULL;
+    struct accel_error err;
+    unsigned long best = 0;
+    size_t n = 0;
+
+    if (accel_ckpt_list(root, &e, &n, &err) != ACCEL_OK)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (e[i].committed && e[i].step > best)
+            best = e[i].step;
+    accel_free(e);
+    return best;
 }
 
 static enum accel_err commit(const struct accel_ckpt_save_opts *o, const char *dir,
@@ -407,8 +445,11 @@ static enum accel_err commit(const struct accel_ckpt_save_opts *o, const char *d
         rc = read_declared(c, r, &cap, err);
     if (rc == ACCEL_OK)
         rc = merge_records(c, err);
-    if (rc == ACCEL_OK)
-        rc = ck_check(c, dir, err);
+    if (rc == ACCEL_OK && (rc = ck_check(c, dir, err)) == ACCEL_EPARSE) {
+        rc = ACCEL_EINVAL; /* pieces that overlap or leave holes: the ranks' arguments */
+        if (err)
+            err->code = rc;
+    }
     /* each file's header against what the model now says (ck_piece_at's check) */
     for (size_t i = 0; rc == ACCEL_OK && i < c->nt; i++) {
         uint64_t off, len;
@@ -434,11 +475,15 @@ static enum accel_err commit(const struct accel_ckpt_save_opts *o, const char *d
     rc = accel_write_durable(path, json, strlen(json), 0666, err);
     if (rc != ACCEL_OK)
         goto out;
-    /* committed: from here on a failure only leaves `latest` behind */
+    /* committed: from here on a failure only leaves `latest` behind; and it
+     * only moves forward (a root may hold newer steps than this one) */
     ck_step_name(line, sizeof line - 1, o->step);
     strcat(line, "\n");
-    if (!ck_path(path, sizeof path, o->root, CK_LATEST) ||
-        accel_write_durable(path, line, strlen(line), 0666, &lerr) != ACCEL_OK)
+    if (newest_committed(o->root) > o->step)
+        accel_log(ACCEL_LOG_INFO, "checkpoint: step %lu is committed; %s/%s keeps naming a newer "
+                  "step", o->step, o->root, CK_LATEST);
+    else if (!ck_path(path, sizeof path, o->root, CK_LATEST) ||
+             accel_write_durable(path, line, strlen(line), 0666, &lerr) != ACCEL_OK)
         accel_log(ACCEL_LOG_WARN, "checkpoint: step %lu is committed, but %s/%s was not "
                   "updated: %s", o->step, o->root, CK_LATEST, lerr.msg);
     collect(o->root, o->step, o->keep);

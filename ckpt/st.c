@@ -65,6 +65,69 @@ bool st_json_uint(const cJSON *v, uint64_t *out)
     return true;
 }
 
+static bool json_ws(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* What cJSON lets through and serde_json does not, in the two documents
+ * read here (whose numbers are all unsigned integers): a control byte in a
+ * string or outside one (other than whitespace), and a number written with
+ * a sign, a fraction, an exponent or a leading zero. */
+static bool json_strict(const char *json, size_t n)
+{
+    bool in_str = false;
+
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)json[i];
+        if (in_str) {
+            if (ch < 0x20)
+                return false;
+            if (ch == '\\')
+                i++;
+            else if (ch == '"')
+                in_str = false;
+        } else if (ch == '"') {
+            in_str = true;
+        } else if (ch < 0x20 && !json_ws((char)ch)) {
+            return false;
+        } else if (ch == '-' || ch == '+' || ch == '.') {
+            return false;
+        } else if (ch >= '0' && ch <= '9') {
+            size_t start = i;
+            while (i + 1 < n && json[i + 1] >= '0' && json[i + 1] <= '9')
+                i++;
+            if ((json[start] == '0' && i > start) ||
+                (i + 1 < n && (json[i + 1] == 'e' || json[i + 1] == 'E')))
+                return false;
+        }
+    }
+    return true;
+}
+
+cJSON *st_json_object(const char *json, size_t n)
+{
+    const char *end = NULL;
+    size_t i = 0;
+    cJSON *root;
+
+    while (i < n && json_ws(json[i]))
+        i++;
+    if (i == n || json[i] != '{' || !json_strict(json, n))
+        return NULL;
+    root = cJSON_ParseWithLengthOpts(json, n, &end, false);
+    if (!cJSON_IsObject(root) || !end || end < json || end > json + n) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    for (; end < json + n; end++)
+        if (!json_ws(*end)) {
+            cJSON_Delete(root);
+            return NULL;
+        }
+    return root;
+}
+
 void st_header_free(struct st_header *h)
 {
     if (!h)
@@ -176,8 +239,8 @@ static enum accel_err parse_tensor(const cJSON *v, const char *what, struct st_t
                                    "%s: tensor '%s': a dimension is not an integer >= 0", what,
                                    v->string);
     }
-    if (cJSON_GetArraySize(off) != 2 || !st_json_uint(off->child, &t->begin) ||
-        !st_json_uint(off->child->next, &t->end))
+    if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 ||
+        !st_json_uint(off->child, &t->begin) || !st_json_uint(off->child->next, &t->end))
         return accel_error_set(err, ACCEL_EPARSE,
                                "%s: tensor '%s': data_offsets is not [begin, end]", what,
                                v->string);
@@ -210,8 +273,8 @@ enum accel_err st_parse(const char *json, size_t n, uint64_t data_len, const cha
     h->data_start = 8 + (uint64_t)n;
     if (!accel_utf8_valid(json, n))
         return accel_error_set(err, ACCEL_EPARSE, "%s: the header is not UTF-8", what);
-    root = cJSON_ParseWithLength(json, n);
-    if (!cJSON_IsObject(root)) {
+    root = st_json_object(json, n);
+    if (!root) {
         rc = accel_error_set(err, ACCEL_EPARSE, "%s: the header is not a JSON object", what);
         goto out;
     }

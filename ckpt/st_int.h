@@ -81,6 +81,15 @@ enum accel_err st_build(struct st_out *o, size_t n, const struct accel_ckpt_kv *
 struct cJSON;
 bool st_json_uint(const struct cJSON *v, uint64_t *out);
 
+/* The n bytes of `json` as one JSON object, as serde_json reads a document
+ * into the safetensors header's types: only JSON whitespace (space, tab, CR,
+ * LF) around the object, no control byte, and numbers only as unsigned
+ * integers in plain digits (cJSON alone skips a BOM and any byte <= 0x20,
+ * takes control bytes in strings, reads "4.0" and "-0" as integers, and
+ * ignores what follows the value).  The manifest has the same number rule.
+ * A new tree (cJSON_Delete), or NULL. */
+struct cJSON *st_json_object(const char *json, size_t n);
+
 /* numel of a shape, false on overflow of 2^63. */
 bool st_numel(const uint64_t *shape, unsigned ndim, uint64_t *numel);
 

@@ -688,6 +688,28 @@ if [ -x "$TRAINER" ]; then
                 bad "w: the two runs' loss curves are identical" "$(diff "$W/w-slurm.log" "$W/w-launch.log" | head; printf '%s\n' "$slurm_out" | tail -5)"
             fi
         fi
+        # w2. checkpoints across the hosts (ckpt/, docs/ckpt.md): the same job
+        # saving every 20 steps (rank 0 on n1 commits files that ranks on n2
+        # wrote) trains exactly as without; a second job resumed from step 20
+        # continues bit for bit.
+        A "$W" 300 srun -N2 -n4 --accel-config=gpt-cpu.yaml "$W/train_gpt" $W_ARGS --ckpt-dir "$W/w-ckpt" --save-every 20 --loss-log "$W/w2-first.log"
+        if ran "w2: srun -N2 -n4 train_gpt --ckpt-dir --save-every 20 (2 hosts)"; then
+            if cmp -s "$W/w-slurm.log" "$W/w2-first.log" && grep -q '"world_size":4' "$W/w-ckpt/step-00000020/manifest.json" 2>/dev/null; then
+                ok "w2: saving checkpoints leaves the loss curve as it was; step 20 committed by 4 ranks on 2 hosts"
+            else
+                bad "w2: saving checkpoints leaves the loss curve as it was; step 20 committed by 4 ranks on 2 hosts" "$(diff "$W/w-slurm.log" "$W/w2-first.log" | head; ls -l "$W/w-ckpt" "$W/w-ckpt"/* 2>&1)"
+            fi
+            rm -rf "$W/w-ckpt/step-00000040"
+            A "$W" 300 srun -N2 -n4 --accel-config=gpt-cpu.yaml "$W/train_gpt" $W_ARGS --ckpt-dir "$W/w-ckpt" --loss-log "$W/w2-resumed.log"
+            if ran "w2: a second job resumes from step 20 (2 hosts)"; then
+                has "w2: the second job says it resumed from step 20" "resumed from $W/w-ckpt/step-00000020 (saved by 4 ranks)"
+                if tail -n +21 "$W/w-slurm.log" | cmp -s - "$W/w2-resumed.log"; then
+                    ok "w2: the resumed job's steps 21..40 and validation loss equal the uninterrupted job's, bit for bit"
+                else
+                    bad "w2: the resumed job's steps 21..40 and validation loss equal the uninterrupted job's, bit for bit" "$(tail -n +21 "$W/w-slurm.log" | diff - "$W/w2-resumed.log" | head)"
+                fi
+            fi
+        fi
     fi
 else
     bad "w: $TRAINER is missing (make builds it)"

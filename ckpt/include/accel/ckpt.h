@@ -65,7 +65,8 @@ struct accel_ckpt_tensor {
 };
 
 /* A rank's piece of a tensor: elements [lo, hi) of it flattened, lo < hi <=
- * numel, `data` holding hi - lo elements of t.dtype (host memory). */
+ * numel, `data` holding hi - lo elements of t.dtype (host memory).  So a
+ * tensor of no elements cannot be saved. */
 struct accel_ckpt_piece {
     struct accel_ckpt_tensor t;
     uint64_t lo, hi;
@@ -86,7 +87,7 @@ typedef enum accel_err (*accel_ckpt_agree_fn)(void *ctx, bool ok, bool *all_ok,
                                              struct accel_error *err);
 
 struct accel_ckpt_save_opts {
-    const char *root;    /* created (0750) when missing */
+    const char *root;    /* created when missing (mode 0777 less the umask) */
     unsigned long step;  /* 0 .. ACCEL_CKPT_MAX_STEP */
     unsigned rank, world;
     const struct accel_ckpt_kv *meta; /* recorded in the manifest */
@@ -110,6 +111,8 @@ enum accel_err accel_ckpt_save(const struct accel_ckpt_save_opts *o,
                                const struct accel_ckpt_piece *pieces, size_t npieces,
                                struct accel_error *err) ACCEL_WUR;
 
+/* A handle on a committed checkpoint.  One thread uses a handle at a time
+ * (reads share its scratch buffer); open one per thread. */
 struct accel_ckpt;
 
 /* Opens a committed checkpoint: `path` is a checkpoint directory, or a root,
@@ -137,8 +140,8 @@ const struct accel_ckpt_tensor *accel_ckpt_find(const struct accel_ckpt *c, cons
 
 /* Reads elements [lo, hi) of tensor `name` (flattened) into dst, which holds
  * hi - lo elements of the tensor's stored type `dtype` (which must match).
- * Every saved piece it reads from is read whole and its checksum checked
- * (once per piece per handle).  Errors: ACCEL_ENOTFOUND (no such tensor),
+ * Every saved piece it reads from is read whole and its checksum checked,
+ * on every read.  Errors: ACCEL_ENOTFOUND (no such tensor),
  * ACCEL_EINVAL (a range or type that does not fit: the message names the
  * tensor, its shape and type), ACCEL_EIO (a short file, a checksum that does
  * not match: the message names the file and the tensor), ACCEL_EPARSE (a
