@@ -45,7 +45,11 @@
  *     parameters not yet gathered, of a gradient not yet zeroed, a reduce
  *     of a gradient not yet written);
  *   - a unit too large for the device: ACCEL_ENOMEM naming the unit and the
- *     size, and the device usable afterwards.
+ *     size, and the device usable afterwards;
+ *   - checkpoints (core/shard/ckpt.c): master weights and AdamW state set on
+ *     the device, saved, loaded into the host shard; then set on the host,
+ *     saved, loaded into the device shard: bit-exact both ways, the device's
+ *     slices copied through host memory on the communicator's stream.
  *
  * Build (from the repository root, after make):
  *   cc -std=gnu11 -O2 -g -Wall -Wextra -Wshadow -Werror -Icore/include -Ickpt/include \
@@ -65,6 +69,7 @@
 #include <cuda_runtime_api.h>
 
 #include "accel/alloc.h"
+#include "accel/ckpt.h"
 #include "accel/comm.h"
 #include "accel/shard.h"
 #include "accel/store.h"
@@ -606,6 +611,98 @@ TEST(unit_too_large_is_enomem)
     world_close(&w);
 }
 
+/* The values a checkpoint case sets: buffer k (0 the master, 1 and 2 AdamW's
+ * moments) of unit u, element i, from seed `seed`. */
+static float ck_value(unsigned seed, unsigned k, size_t u, size_t i)
+{
+    return 0.1f * rnd(seed * 4 + k, (uint32_t)(u * BIG + i));
+}
+
+/* Writes those values into shard s (device or host memory). */
+static void ck_set(struct accel_shard *s, struct accel_comm *c, bool dev, unsigned seed,
+                   float *buf)
+{
+    struct accel_error err;
+
+    for (size_t u = 0; u < NUNITS; u++) {
+        size_t b, e;
+        float *m = accel_shard_master(s, u, &b, &e);
+        for (unsigned k = 0; k < 3; k++) {
+            float *dst = k ? accel_shard_optim_state(s, u, k - 1) : m;
+            for (size_t i = b; i < e; i++)
+                buf[i - b] = ck_value(seed, k, u, i);
+            ASSERT(dst != NULL);
+            store_back(c, dev, dst, buf, (e - b) * sizeof(float));
+        }
+    }
+    if (accel_shard_restore(s, 3 + seed, 1.0, &err) != ACCEL_OK)
+        test_fail(__FILE__, __LINE__, "restore: %s", err.msg);
+}
+
+/* Checks that shard s holds them, bit for bit. */
+static void ck_check_values(struct accel_shard *s, struct accel_comm *c, bool dev, unsigned seed,
+                            float *buf)
+{
+    for (size_t u = 0; u < NUNITS; u++) {
+        size_t b, e;
+        float *m = accel_shard_master(s, u, &b, &e);
+        for (unsigned k = 0; k < 3; k++) {
+            fetch(c, dev, buf, k ? accel_shard_optim_state(s, u, k - 1) : m,
+                  (e - b) * sizeof(float));
+            for (size_t i = b; i < e; i++) {
+                float want = ck_value(seed, k, u, i);
+                if (memcmp(&buf[i - b], &want, sizeof want) != 0)
+                    test_fail(__FILE__, __LINE__, "%s: unit %zu buffer %u [%zu]: %a, want %a",
+                              dev ? "device" : "host", u, k, i, (double)buf[i - b], (double)want);
+            }
+        }
+    }
+}
+
+static void ck_save_load(struct world *w, struct accel_shard *from, bool from_dev,
+                         struct accel_shard *to, bool to_dev, unsigned seed, float *buf)
+{
+    char dir[] = "/tmp/shard-gpu-ckpt-XXXXXX", cmd[64];
+    struct accel_ckpt *ck = NULL;
+    struct accel_error err;
+
+    ASSERT(mkdtemp(dir) != NULL);
+    ck_set(from, from_dev ? w->nccl : w->sock, from_dev, seed, buf);
+    if (accel_shard_save(from, dir, 3 + seed, NULL, 0, 0, &err) != ACCEL_OK)
+        test_fail(__FILE__, __LINE__, "save: %s", err.msg);
+    if (accel_ckpt_open(&ck, dir, &err) != ACCEL_OK || accel_shard_load(to, ck, &err) != ACCEL_OK)
+        test_fail(__FILE__, __LINE__, "load: %s", err.msg);
+    accel_ckpt_close(ck);
+    ck_check_values(to, to_dev ? w->nccl : w->sock, to_dev, seed, buf);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        test_note("could not remove %s", dir);
+}
+
+TEST(checkpoint_device_to_host_and_back)
+{
+    struct cfg cf = {ACCEL_F32, ACCEL_FULL_SHARD, ACCEL_ADAMW, 0, 0, "f32 FULL_SHARD AdamW"};
+    struct accel_shard_opts o;
+    struct accel_shard *dev = NULL, *host = NULL;
+    struct accel_error err;
+    struct world w;
+    float *buf = malloc(BIG * sizeof(float));
+
+    ASSERT(buf != NULL);
+    world_open(&w, NULL);
+    opts_of(&cf, &o);
+    if (accel_shard_init(&dev, w.nccl, units, NUNITS, &o, &err) != ACCEL_OK ||
+        accel_shard_init(&host, w.sock, units, NUNITS, &o, &err) != ACCEL_OK)
+        test_fail(__FILE__, __LINE__, "init: %s", err.msg);
+    ASSERT(accel_shard_on_device(dev) && !accel_shard_on_device(host));
+    ck_save_load(&w, dev, true, host, false, 1, buf);
+    ck_save_load(&w, host, false, dev, true, 2, buf);
+    accel_shard_free(dev);
+    accel_shard_free(host);
+    world_close(&w);
+    free(buf);
+}
+
 /* Each case forks (tests/harness/test.c), and CUDA must not be initialised
  * before a fork: the device count is asked in a child of its own. */
 static int probe(char *why, size_t n)
@@ -643,6 +740,7 @@ static const struct test_case cases[] = {
     T(matches_host_f16),
     T(matches_host_on_a_compute_stream),
     T(unit_too_large_is_enomem),
+    T(checkpoint_device_to_host_and_back),
 };
 
 int main(int argc, char **argv)
