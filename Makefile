@@ -73,23 +73,38 @@ LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 
 # The runtime for native trainers: bootstrap and collectives.  core/comm/nccl.c
 # builds only where the CUDA toolkit with NCCL is found (NO_CUDA=1 forces
-# that off); every other file always builds.
+# that off); every other file always builds.  NCCL_HOME: where nccl.h and
+# libnccl are when not in the toolkit (the nvidia-nccl wheel's folder, say;
+# its libnccl.so.2 has no unversioned link).
 CUDA_HOME  ?= /usr/local/cuda
+NCCL_HOME  ?= $(CUDA_HOME)
 NCCL_SRC   := $(wildcard core/comm/nccl*.c)
 ifeq ($(NO_CUDA),1)
 HAVE_NCCL  :=
 else
-HAVE_NCCL  := $(and $(wildcard $(CUDA_HOME)/include/nccl.h),$(wildcard $(CUDA_HOME)/include/cuda_runtime.h))
+HAVE_NCCL  := $(and $(wildcard $(NCCL_HOME)/include/nccl.h),$(wildcard $(CUDA_HOME)/include/cuda_runtime.h))
 endif
 RUNTIME_SRC := $(filter-out $(NCCL_SRC),$(wildcard core/bootstrap/*.c core/comm/*.c core/shard/*.c \
                                                   ckpt/*.c))
 ifneq ($(HAVE_NCCL),)
 RUNTIME_SRC += $(NCCL_SRC)
 CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))
-CUDA_LIBS  := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lnccl -lcudart
-$(NCCL_SRC:%.c=$(BUILD)/obj/%.o): override CFLAGS += -isystem $(CUDA_HOME)/include
+NCCL_LIBDIR := $(firstword $(wildcard $(NCCL_HOME)/lib64 $(NCCL_HOME)/lib))
+NCCL_RPATH := -Wl,-rpath,$(NCCL_LIBDIR)
+CUDA_CFLAGS := -isystem $(CUDA_HOME)/include \
+               $(if $(filter-out $(CUDA_HOME),$(NCCL_HOME)),-isystem $(NCCL_HOME)/include)
+CUDA_LIBS  := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) \
+              $(if $(filter-out $(CUDA_LIBDIR),$(NCCL_LIBDIR)),-L$(NCCL_LIBDIR) $(NCCL_RPATH)) \
+              $(if $(wildcard $(NCCL_LIBDIR)/libnccl.so),-lnccl,-l:libnccl.so.2) -lcudart
+$(NCCL_SRC:%.c=$(BUILD)/obj/%.o): override CFLAGS += $(CUDA_CFLAGS)
 override CFLAGS += -DACCEL_HAVE_NCCL=1
 endif
+# For scripts that compile against the toolkit by hand (tests/gpu/*.sh):
+# one line each, empty without NCCL.
+print-cuda-cflags:
+	@echo $(CUDA_CFLAGS)
+print-cuda-libs:
+	@echo $(CUDA_LIBS)
 RUNTIME_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o)
 XXHASH_LIBS := $(shell pkg-config --libs libxxhash 2>/dev/null || echo -lxxhash)
 # ckpt/ (in the runtime) reads and writes JSON and checksums its data.
@@ -119,7 +134,7 @@ RUNTIME_OBJ += $(CU_RUNTIME_SRC:%.cu=$(BUILD)/obj/%.cu.o)
 TRAINER_OBJ += $(CU_TRAINER_SRC:%.cu=$(BUILD)/obj/%.cu.o)
 LIBS       += -lstdc++
 $(filter $(BUILD)/obj/core/shard/% $(BUILD)/obj/examples/gpt/%,$(RUNTIME_OBJ) $(TRAINER_OBJ)): \
-    override CFLAGS += -isystem $(CUDA_HOME)/include -DACCEL_HAVE_CUDA=1
+    override CFLAGS += $(CUDA_CFLAGS) -DACCEL_HAVE_CUDA=1
 endif
 
 CLI_SRC    := $(wildcard cli/*.c)
@@ -147,7 +162,7 @@ SLURM_PLUGINDIR ?= /usr/lib/$(MULTIARCH)/slurm-wlm
 
 
 
-.PHONY: bench-bins bench-run spank test-slurm all test unit golden fuzz-replay demo install uninstall fuzz oracle bench clean deps \
+.PHONY: print-cuda-cflags print-cuda-libs bench-bins bench-run spank test-slurm all test unit golden fuzz-replay demo install uninstall fuzz oracle bench clean deps \
         format-check check
 .DEFAULT_GOAL := all
 .SECONDARY:
@@ -227,7 +242,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/comm/%.o $(LIBA)
 
 # nccl.c against a scripted stand-in for NCCL and CUDA (no GPU needed).
 ifneq ($(HAVE_NCCL),)
-$(BUILD)/obj/tests/gpu/nccl_fake.o: override CFLAGS += -isystem $(CUDA_HOME)/include
+$(BUILD)/obj/tests/gpu/nccl_fake.o: override CFLAGS += $(CUDA_CFLAGS)
 $(BUILD)/tests/test_nccl_fake: $(BUILD)/obj/tests/gpu/nccl_fake.o $(HARNESS_OBJ) $(LIBA)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")

@@ -21,6 +21,10 @@
 # minutes.  With $OUT set, the log goes to $OUT/gpu.log and the benchmark's
 # table to $OUT/nccl_bench.txt as well.
 # Prints "gpu: N passed, N failed, N skipped"; SKIP with the reason without a GPU.
+# On the device machine (which can fetch nothing), first here:
+#   sh tests/gpu/kit.sh          the build's Debian libraries into .gpu-kit/
+# then run `sh tests/gpu/run.sh` there with carry [".gpu-kit"]; NCCL comes
+# from the toolkit or, failing that, from the image's nvidia-nccl wheel.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 
@@ -47,6 +51,33 @@ nvidia-smi -L | sed 's/^/# /'
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | sed 's/^/# /'
 
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+export CUDA_HOME
+# The build's Debian libraries where the image lacks them: tests/gpu/kit.sh
+# downloads them beside the tree into .gpu-kit/ (carry it); they are
+# unpacked into a prefix of their own, never into /.
+if ls .gpu-kit/*.deb >/dev/null 2>&1; then
+    kit=/tmp/accelrun-gpu-kit
+    for d in .gpu-kit/*.deb; do
+        case $d in # a system's own libudev wins
+        *libudev1_*) ldconfig -p 2>/dev/null | grep -q 'libudev\.so\.1 ' && continue ;;
+        esac
+        dpkg -x "$d" "$kit" 2>/dev/null ||
+            { mkdir -p "$kit" && (cd "$kit" && ar p "$OLDPWD/$d" data.tar.xz | tar -xJ); } ||
+            echo "# could not unpack $d"
+    done
+    ma=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+    export CPATH="$kit/usr/include${CPATH:+:$CPATH}"
+    export LIBRARY_PATH="$kit/usr/lib/$ma${LIBRARY_PATH:+:$LIBRARY_PATH}"
+    export LD_LIBRARY_PATH="$kit/usr/lib/$ma${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "# unpacked $(ls .gpu-kit/*.deb | wc -l) packages of .gpu-kit into $kit"
+fi
+# NCCL from the toolkit, else from the nvidia-nccl wheel of the image's PyTorch
+if [ -z "${NCCL_HOME:-}" ] && [ ! -f "$CUDA_HOME/include/nccl.h" ]; then
+    NCCL_HOME=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null)
+    [ -n "$NCCL_HOME" ] && [ -f "$NCCL_HOME/include/nccl.h" ] && export NCCL_HOME &&
+        echo "# NCCL from $NCCL_HOME"
+fi
+NCCL_HOME=${NCCL_HOME:-$CUDA_HOME}
 jobs=$(nproc 2>/dev/null || echo 4)
 mkdir -p build
 if ! timeout -k 10 300 make -s -j"$jobs" all build/tests/test_nccl build/bench/nccl_bench \
@@ -58,7 +89,9 @@ fi
 grep -E "SKIP|warning" build/gpu-build.log | sed 's/^/# /'
 echo "# built in $(elapsed) s"
 have_nccl=yes
-[ -f "$CUDA_HOME/include/nccl.h" ] && [ -f "$CUDA_HOME/include/cuda_runtime.h" ] || have_nccl=no
+[ -f "$NCCL_HOME/include/nccl.h" ] && [ -f "$CUDA_HOME/include/cuda_runtime.h" ] || have_nccl=no
+cuda_cflags=$(make -s print-cuda-cflags)
+cuda_libs=$(make -s print-cuda-libs)
 
 # ---------------------------------------------------------------- topology
 out=$(timeout 60 build/bin/accelrun topo --json 2>&1)
@@ -115,18 +148,16 @@ tap() {
 }
 
 if [ "$have_nccl" = no ]; then
-    skipped "nccl backend" "no nccl.h and cuda_runtime.h under $CUDA_HOME"
+    skipped "nccl backend" "no nccl.h under $NCCL_HOME, or no cuda_runtime.h under $CUDA_HOME"
 else
     mkdir -p build/gpu
     libs="$(pkg-config --libs yaml-0.1 libcjson hwloc libxxhash 2>/dev/null || echo -lyaml -lcjson -lhwloc -lxxhash)"
-    cudalib=$CUDA_HOME/lib64
-    [ -d "$cudalib" ] || cudalib=$CUDA_HOME/lib
     # shellcheck disable=SC2086 # $libs: one flag per word
     if cc -std=gnu11 -O2 -g -Wall -Wextra -Wshadow -Werror \
         -Icore/include -Itopology/include -Ickpt/include -Itests/harness -DACCEL_HAVE_NCCL=1 \
-        -isystem "$CUDA_HOME/include" tests/gpu/nccl_gpu.c tests/harness/test.c \
-        build/lib/libaccelrun.a $libs -ldl -lm -L"$cudalib" -Wl,-rpath,"$cudalib" \
-        -lnccl -lcudart -pthread -o build/gpu/nccl_gpu 2>build/gpu/cc.log; then
+        $cuda_cflags tests/gpu/nccl_gpu.c tests/harness/test.c \
+        build/lib/libaccelrun.a $libs -ldl -lm $cuda_libs -pthread -o build/gpu/nccl_gpu \
+        2>build/gpu/cc.log; then
         tap "nccl_gpu" 300 build/gpu/nccl_gpu
     else
         bad "nccl_gpu: compile" "$(cat build/gpu/cc.log)"
@@ -135,9 +166,9 @@ else
     # shellcheck disable=SC2086 # $libs: one flag per word
     if cc -std=gnu11 -O2 -g -Wall -Wextra -Wshadow -Werror \
         -Icore/include -Itopology/include -Ickpt/include -Itests/harness -DACCEL_HAVE_NCCL=1 \
-        -isystem "$CUDA_HOME/include" tests/gpu/shard_gpu.c tests/harness/test.c \
-        build/lib/libaccelrun.a $libs -ldl -lm -L"$cudalib" -Wl,-rpath,"$cudalib" \
-        -lnccl -lcudart -lstdc++ -pthread -o build/gpu/shard_gpu 2>build/gpu/cc-shard.log; then
+        $cuda_cflags tests/gpu/shard_gpu.c tests/harness/test.c \
+        build/lib/libaccelrun.a $libs -ldl -lm $cuda_libs -lstdc++ -pthread \
+        -o build/gpu/shard_gpu 2>build/gpu/cc-shard.log; then
         tap "shard_gpu" 120 build/gpu/shard_gpu
     else
         bad "shard_gpu: compile" "$(cat build/gpu/cc-shard.log)"
@@ -161,7 +192,7 @@ fi
 # the example GPT on the GPU (CUDA kernels, cuBLAS, nccl, device shard)
 # against the same training on the CPU
 if [ "$have_nccl" = no ]; then
-    skipped "GPU training" "no nccl.h and cuda_runtime.h under $CUDA_HOME"
+    skipped "GPU training" "no nccl.h under $NCCL_HOME, or no cuda_runtime.h under $CUDA_HOME"
 else
     tap "train" 300 bash tests/gpu/train.sh build
 fi
