@@ -4,10 +4,11 @@
 # the example trainer (examples/gpt, docs/train-gpt.md), each with the
 # environment `accelerate launch` would give it, and they train a small GPT
 # sharded FSDP-style over the socket collectives; rank 0 prints the loss.
-# The run saves a sharded checkpoint every 50 steps and is killed after the
-# one of step 100; 2 ranks then resume it (the checkpoint resharded from 4)
-# and finish; the checkpoint is verified and exported in the Hugging Face
-# layout (docs/ckpt.md).
+# The run saves a sharded checkpoint every 50 steps and gets SIGTERM after
+# the one of step 100 (as from Slurm's --signal or a preemption): the ranks
+# agree on a step, save it and stop.  2 ranks then resume it (the checkpoint
+# resharded from 4) and finish; the checkpoint is verified and exported in
+# the Hugging Face layout (docs/ckpt.md).
 set -eu
 bin=${1:-build/bin/accelrun}
 dir=$(dirname "$bin")
@@ -29,7 +30,7 @@ echo "== what rank 2 of 4 gets (accelrun launch --dry-run)"
 echo
 ck=$tmp/ckpt
 echo "== accelrun launch -n 4 --config $cfg -- $dir/train_gpt --ckpt-dir $ck --save-every 50"
-echo "   (killed once the checkpoint of step 100 is committed)"
+echo "   (SIGTERM to the launcher once the checkpoint of step 100 is committed)"
 "$bin" launch -n 4 --config "$cfg" -- "$dir/train_gpt" --ckpt-dir "$ck" --save-every 50 \
     >"$tmp/run1.out" 2>&1 &
 pid=$!
@@ -46,7 +47,7 @@ rc=0
 wait "$pid" || rc=$?
 n=$(wc -l <"$tmp/run1.out")
 [ "$n" -gt "$shown" ] && sed -n "$((shown + 1)),${n}p" "$tmp/run1.out"
-echo "== killed (launcher exit $rc); $ck/latest says $(cat "$ck/latest")"
+echo "== stopped (launcher exit $rc); $ck/latest says $(cat "$ck/latest")"
 echo
 echo "== resumed with 2 ranks: accelrun launch -n 2 --config $cfg -- $dir/train_gpt --ckpt-dir $ck"
 "$bin" launch -n 2 --config "$cfg" -- "$dir/train_gpt" --ckpt-dir "$ck" --save-every 50

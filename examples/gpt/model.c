@@ -148,7 +148,7 @@ int gpt_init_on(struct gpt_model *m, const struct gpt_config *cfg, size_t B, boo
     m->dtgt = ops->host ? m->tgt : buf(m, N, &fail);
     m->loss_cell = ops->host ? &m->loss_sum : buf(m, sizeof(double), &fail);
     m->loss_acc = buf(m, sizeof(double), &fail);
-    m->loss_mean = act(m, 1, &fail);
+    m->loss_mean = act(m, 2, &fail);
     m->x0 = act(m, N * C, &fail);
     for (size_t l = 0; l < L && m->blk; l++) {
         struct gpt_block_acts *a = &m->blk[l];
@@ -393,6 +393,11 @@ float *gpt_loss_mean(struct gpt_model *m, double denom)
 {
     m->ops->loss_mean(m->ctx, m->loss_mean, m->loss_acc, denom);
     return m->loss_mean;
+}
+
+void gpt_loss_flag(struct gpt_model *m, float flag)
+{
+    m->ops->upload(m->ctx, m->loss_mean + 1, &flag, sizeof flag);
 }
 
 int gpt_read(const struct gpt_model *m, void *dst, const void *src, size_t bytes, char *why,

@@ -80,7 +80,7 @@ struct gpt_model {
     /* the head forward's loss sum (fp64): *loss_cell = this micro-batch's,
      * *loss_acc += it; loss_cell is &loss_sum on a host backend */
     double loss_sum, *loss_cell, *loss_acc;
-    float *loss_mean; /* (1) gpt_loss_mean's result */
+    float *loss_mean; /* (2) gpt_loss_mean's result, gpt_loss_flag's flag */
     /* gradient scratch */
     float *dres;      /* (N, C) gradient of the residual stream */
     float *scr_a;     /* (N, 4C) */
@@ -127,9 +127,12 @@ int gpt_check(const struct gpt_model *m, char *why, size_t whylen);
  * step or the batches of a validation). */
 void gpt_loss_reset(struct gpt_model *m);
 
-/* Stores (float)(*loss_acc / denom) in m->loss_mean (backend memory, for an
- * all-reduce) and returns it. */
+/* Stores (float)(*loss_acc / denom) in m->loss_mean[0] (backend memory, for
+ * an all-reduce) and returns m->loss_mean; gpt_loss_flag stores `flag` in
+ * m->loss_mean[1], which the trainer all-reduces with it (a stop request
+ * that every rank then sees). */
 float *gpt_loss_mean(struct gpt_model *m, double denom);
+void gpt_loss_flag(struct gpt_model *m, float flag);
 
 /* Copies `bytes` of backend memory src to host dst once the work queued
  * before is done; 0, or -1 with the backend's first failure in why. */

@@ -25,6 +25,7 @@
  * (model.c), data (data.c), flags (args.c).
  */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,7 @@ struct trainer {
     struct gpt_cuda *cuda; /* the CUDA backend's context (device mode) */
     FILE *log;
     size_t start;  /* the step resumed from (0: a fresh run) */
+    int stopped;   /* the signal the run stopped on, after saving (0: it did not) */
     unsigned from; /* the world size that saved it */
     struct accel_error err;
     const char *what; /* the failing step, for the message */
@@ -185,23 +187,35 @@ static int backward(struct trainer *t, float dloss, bool last)
     return 0;
 }
 
-/* Global mean of the per-rank mean loss sum / denom (every rank has the same
- * token count): computed where the loss is (host or device), all-reduced
- * there, then read back: the one wait for the device in a step, bounded by
- * the communicator's timeout (accel_comm_sync) before the copy.  On a device
- * the loss is made on the compute stream and all-reduced on the
- * communicator's: that stream first waits for the compute stream (so the
- * sync covers both), and the compute stream, where the copy goes, for it. */
-static int global_mean(struct trainer *t, double denom, float *out)
+/* A signal that asks the run to stop (--ckpt-dir: SIGTERM, SIGINT, SIGUSR1):
+ * the handler only notes it; the ranks agree on it with the loss. */
+static volatile sig_atomic_t stop_signal;
+
+static void note_signal(int sig)
 {
-    float *x = gpt_loss_mean(&t->m, denom);
+    stop_signal = sig;
+}
+
+/* Global mean of the per-rank mean loss sum / denom (every rank has the same
+ * token count), and whether any rank was asked to stop (*stop, the mean of
+ * the ranks' flags > 0): both computed where the loss is (host or device),
+ * all-reduced there in one call, then read back: the one wait for the device
+ * in a step, bounded by the communicator's timeout (accel_comm_sync) before
+ * the copy.  On a device the loss is made on the compute stream and
+ * all-reduced on the communicator's: that stream first waits for the compute
+ * stream (so the sync covers both), and the compute stream, where the copy
+ * goes, for it. */
+static int global_mean(struct trainer *t, double denom, float *out, bool *stop)
+{
+    float *x = gpt_loss_mean(&t->m, denom), got[2];
     char why[512];
 
+    gpt_loss_flag(&t->m, stop_signal ? 1.0f : 0.0f);
     if (t->device && gpt_cuda_comm_after(t->cuda, why, sizeof why)) {
         accel_error_set(&t->err, ACCEL_EIO, "%s", why);
         return fail(t, "loss (to the communicator's stream)");
     }
-    if (accel_all_reduce(t->comm, x, x, 1, ACCEL_F32, ACCEL_AVG, &t->err) != ACCEL_OK)
+    if (accel_all_reduce(t->comm, x, x, 2, ACCEL_F32, ACCEL_AVG, &t->err) != ACCEL_OK)
         return fail(t, "all_reduce (loss)");
     if (accel_comm_sync(t->comm, &t->err) != ACCEL_OK)
         return fail(t, "sync (loss)");
@@ -209,15 +223,19 @@ static int global_mean(struct trainer *t, double denom, float *out)
         accel_error_set(&t->err, ACCEL_EIO, "%s", why);
         return fail(t, "loss (to the compute stream)");
     }
-    if (gpt_read(&t->m, out, x, sizeof *out, why, sizeof why)) {
+    if (gpt_read(&t->m, got, x, sizeof got, why, sizeof why)) {
         accel_error_set(&t->err, ACCEL_EIO, "%s", why);
         return fail(t, "read (loss)");
     }
+    *out = got[0];
+    *stop = got[1] > 0;
     return 0;
 }
 
-/* One optimizer step; *loss is the global mean training loss. */
-static int train_step(struct trainer *t, size_t step, float *loss, struct accel_shard_stats *st)
+/* One optimizer step; *loss is the global mean training loss, *stop whether
+ * a rank was asked to stop. */
+static int train_step(struct trainer *t, size_t step, float *loss, struct accel_shard_stats *st,
+                      bool *stop)
 {
     size_t B = t->micro, T = t->a.seq, N = B * T;
     float dloss = (float)(accel_shard_loss_scale(t->shard) / (double)(N * t->accum));
@@ -237,7 +255,7 @@ static int train_step(struct trainer *t, size_t step, float *loss, struct accel_
     }
     if (accel_shard_step(t->shard, st, &t->err) != ACCEL_OK)
         return fail(t, "step");
-    return global_mean(t, (double)(N * t->accum), loss);
+    return global_mean(t, (double)(N * t->accum), loss, stop);
 }
 
 /* Validation: eval_batches global batches of fixed windows, each rank its
@@ -255,7 +273,8 @@ static int evaluate(struct trainer *t, float *loss)
         if (forward(t, false))
             return -1;
     }
-    return global_mean(t, (double)(N * (per_rank / B)), loss);
+    bool ignored; /* a stop asked during validation is seen at the next step */
+    return global_mean(t, (double)(N * (per_rank / B)), loss, &ignored);
 }
 
 /* A truth value as accelerate's str_to_bool reads it. */
@@ -505,7 +524,8 @@ static int train(struct trainer *t)
 
     for (size_t s = t->start; s < t->a.steps; s++) {
         double ts = now_s();
-        if (train_step(t, s, &loss, &st))
+        bool stop = false;
+        if (train_step(t, s, &loss, &st, &stop))
             return -1;
         double dt = now_s() - ts;
         if (s > t->start) { /* the first step pays for page faults: leave it out */
@@ -527,7 +547,7 @@ static int train(struct trainer *t)
             since = 0;
         }
         if (t->a.ckpt_dir && ((t->a.save_every && (s + 1) % t->a.save_every == 0) ||
-                              s + 1 == t->a.steps)) {
+                              s + 1 == t->a.steps || stop)) {
             double c0 = now_s();
             if (gpt_save(t->shard, &t->a, t->data.hash, s + 1, &t->err)) {
                 t->what = "checkpoint";
@@ -539,6 +559,15 @@ static int train(struct trainer *t)
                 fflush(stdout);
             }
             tlast += now_s() - c0; /* not in the step time */
+        }
+        if (stop) { /* every rank saw the request after the same step */
+            t->stopped = stop_signal ? stop_signal : SIGTERM;
+            if (t->rank == 0) {
+                printf("train_gpt: stopped after step %zu/%zu on a signal%s\n", s + 1,
+                       t->a.steps, t->a.ckpt_dir ? "; resume with the same --ckpt-dir" : "");
+                fflush(stdout);
+            }
+            return 0;
         }
         if (t->a.eval_every && (s + 1) % t->a.eval_every == 0 && s + 1 < t->a.steps) {
             if (evaluate(t, &val))
@@ -571,10 +600,21 @@ int main(int argc, char **argv)
         return rc > 0 ? 0 : 2;
     accel_error_clear(&t.err);
     rc = 1;
+    if (t.a.ckpt_dir) { /* a stop request saves a checkpoint first (Slurm's --signal, preemption) */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = note_signal;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGUSR1, &sa, NULL);
+    }
     if (setup(&t) == 0) {
         banner(&t);
         if (train(&t) == 0) {
-            memory_report(&t, base_kb);
+            if (!t.stopped)
+                memory_report(&t, base_kb);
             rc = 0;
         }
     }
@@ -602,5 +642,5 @@ int main(int argc, char **argv)
     gpt_data_free(&t.data);
     accel_comm_free(t.comm);
     accel_bootstrap_free(&t.boot);
-    return rc;
+    return rc == 0 && t.stopped ? 128 + t.stopped : rc;
 }

@@ -15,10 +15,13 @@
 #                                    validation loss: <= BF16_TOL (1e-2); and the
 #                                    bf16 curve must differ from fp32 (bf16 was used)
 #   the loss falls                   mean of the last 10 steps < 0.6 x step 1
-#   killed at world 4 after the      resumed at world 4: bit-identical to the
-#   checkpoint of step STEPS/2       uninterrupted world-4 run from there on (and
-#                                    its validation loss); resumed at world 2 and
+#   a rank killed (SIGKILL) at       resumed at world 4: bit-identical to the
+#   world 4 after the checkpoint     uninterrupted world-4 run from there on (and
+#   of step STEPS/2                  its validation loss); resumed at world 2 and
 #                                    1: the fp32 tolerances above against it
+#   SIGTERM to the launcher          the ranks save the step they agreed on and
+#                                    stop; resumed at world 2: every step within
+#                                    the fp32 step tolerance
 # STEPS (default 200) and TRAIN_GPT (default BUILD/bin/train_gpt) can be set;
 # the whole file takes 1 to 2 minutes on 2 cores.
 set -u
@@ -182,8 +185,9 @@ fi
 
 # ---------------------------------------------------------------- checkpoints
 # kill_after NAME N CKPT STEP: trains at world N with checkpoints every STEP
-# steps under CKPT, and kills the launcher (SIGTERM, which it forwards) once
-# step STEP's checkpoint is committed.  0 when it was killed after that.
+# steps under CKPT and, once step STEP's checkpoint is committed, kills one
+# rank with SIGKILL (a crash: no rank can save after it).  0 when the run
+# failed after that.
 kill_after() {
     local name=$1 n=$2 ck=$3 at=$4 pid i
     "$accelrun" launch -n "$n" --config "$cfg" -- "$train" --steps "$steps" \
@@ -195,15 +199,33 @@ kill_after() {
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.1
     done
-    kill -TERM "$pid" 2>/dev/null
+    kill -KILL "$(pgrep -P "$pid" | head -n 1)" 2>/dev/null
     wait "$pid"
     local rc=$?
     if [ "$rc" -eq 0 ]; then
-        bad "$name: the launcher was killed after step $at's checkpoint (it finished: exit 0)" \
+        bad "$name: a rank was killed after step $at's checkpoint (the run finished: exit 0)" \
             "$(cat "$tmp/$name.out")"
         return 1
     fi
-    ok "$name: killed (launcher exit $rc) after step $at's checkpoint was committed"
+    ok "$name: a rank killed with SIGKILL after step $at's checkpoint; the launcher exits $rc"
+}
+
+# stop_at NAME N CKPT: trains at world N with --ckpt-dir CKPT and sends the
+# launcher SIGTERM (which it forwards) once step 5 is done: the ranks agree
+# on the stop, save where they are and exit 128 + 15.  Prints the step saved.
+stop_at() {
+    local name=$1 n=$2 ck=$3 pid i
+    "$accelrun" launch -n "$n" --config "$cfg" -- "$train" --steps "$steps" --print-every 1 \
+        --loss-log "$tmp/$name.log" --ckpt-dir "$ck" >"$tmp/$name.out" 2>&1 &
+    pid=$!
+    for i in $(seq 1 3000); do
+        grep -q "^\[0\] step 5/" "$tmp/$name.out" && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -TERM "$pid" 2>/dev/null
+    wait "$pid"
+    sed -n 's/^\[0\] train_gpt: stopped after step \([0-9]*\)\/.*/\1/p' "$tmp/$name.out"
 }
 
 half=$((steps / 2))
@@ -252,6 +274,26 @@ if [ -s "$tmp/w4.log" ] && kill_after killed 4 "$tmp/ck" "$half"; then
     fi
 else
     skipped "kill and resume" "the world 4 run or the killed run failed"
+fi
+
+if [ -s "$tmp/w4.log" ]; then
+    at=$(stop_at stopped 4 "$tmp/cks")
+    if [ -n "$at" ] && [ "$at" -lt "$steps" ] &&
+        [ "$(cat "$tmp/cks/latest" 2>/dev/null)" = "step-$(printf %08d "$at")" ] &&
+        [ "$(grep -c "exited 143\|Terminated" "$tmp/stopped.out")" -ge 1 ]; then
+        ok "SIGTERM to the launcher: the 4 ranks agreed, saved step $at and stopped"
+        tail -n +$((at + 1)) "$tmp/w4.log" >"$tmp/w4.tail2"
+        if run resumed_stop 2 "$cfg" --ckpt-dir "$tmp/cks"; then
+            read -r max at2 final val <<<"$(compare "$tmp/w4.tail2" "$tmp/resumed_stop.log")"
+            within "resumed at world 2 from the stop at step $at: every step within $FP32_STEP_TOL ($max)" \
+                "$max" $FP32_STEP_TOL
+        fi
+    else
+        bad "SIGTERM to the launcher: the 4 ranks agreed, saved the step they were at and stopped" \
+            "$(tail -n 5 "$tmp/stopped.out"; cat "$tmp/cks/latest" 2>&1)"
+    fi
+else
+    skipped "stop on SIGTERM" "the world 4 run failed"
 fi
 
 finish
