@@ -53,21 +53,14 @@ const struct accel_ckpt_tensor *accel_ckpt_tensor_at(const struct accel_ckpt *c,
     return i < c->nt ? &c->t[i].t : NULL;
 }
 
+static int name_vs_tensor(const void *name, const void *t)
+{
+    return strcmp(name, ((const struct ck_tensor *)t)->t.name);
+}
+
 static const struct ck_tensor *find(const struct accel_ckpt *c, const char *name)
 {
-    size_t lo = 0, hi = c->nt;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int d = strcmp(c->t[mid].t.name, name);
-        if (d == 0)
-            return &c->t[mid];
-        if (d < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
+    return c->nt ? bsearch(name, c->t, c->nt, sizeof *c->t, name_vs_tensor) : NULL;
 }
 
 const struct accel_ckpt_tensor *accel_ckpt_find(const struct accel_ckpt *c, const char *name)

@@ -395,21 +395,14 @@ enum accel_err st_read(int fd, uint64_t file_size, size_t max_header, const char
     return rc;
 }
 
+static int name_vs_tensor(const void *name, const void *t)
+{
+    return strcmp(name, ((const struct st_tensor *)t)->name);
+}
+
 const struct st_tensor *st_find(const struct st_header *h, const char *name)
 {
-    size_t lo = 0, hi = h->nt;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(h->t[mid].name, name);
-        if (c == 0)
-            return &h->t[mid];
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return NULL;
+    return h->nt ? bsearch(name, h->t, h->nt, sizeof *h->t, name_vs_tensor) : NULL;
 }
 
 const char *st_meta(const struct st_header *h, const char *key)

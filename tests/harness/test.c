@@ -2,8 +2,12 @@
  * tests/harness/test.c: runs each case in a forked child with a timeout and
  * prints TAP.  `./test_x name` runs one case in-process (for gdb).
  */
+#define _GNU_SOURCE /* nftw */
+#include <errno.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -183,4 +187,25 @@ unsigned test_mix32(unsigned x)
     x *= 0x846ca68bu;
     x ^= x >> 16;
     return x;
+}
+
+void test_mkdtemp(char *buf, size_t len, const char *tag)
+{
+    if ((size_t)snprintf(buf, len, "/tmp/accel-%s.XXXXXX", tag) >= len || mkdtemp(buf) == NULL)
+        test_fail(__FILE__, __LINE__, "mkdtemp of /tmp/accel-%s.XXXXXX: %s", tag,
+                  strerror(errno));
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+void test_rmtree(const char *path)
+{
+    if (nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        test_fail(__FILE__, __LINE__, "could not remove %s: %s", path, strerror(errno));
 }

@@ -44,6 +44,12 @@ void test_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #define SKIP(reason) test_skip(reason)
 
+/* A new directory /tmp/accel-TAG.XXXXXX in buf (fails the case when it
+ * cannot), and its removal with everything under it (links not followed;
+ * fails the case when something stays). */
+void test_mkdtemp(char *buf, size_t len, const char *tag);
+void test_rmtree(const char *path);
+
 #define ASSERT(cond)                                                                               \
     do {                                                                                           \
         if (!(cond))                                                                               \

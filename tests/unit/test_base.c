@@ -7,12 +7,10 @@
  * its name).  Nothing here needs privileges; the one case that needs an
  * unprivileged user skips under root and says why.
  */
-#define _GNU_SOURCE /* nftw's FTW_DEPTH and FTW_PHYS */
 #include <errno.h>
 #include <grp.h>
 #include <sys/wait.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <dirent.h>
@@ -30,23 +28,13 @@ static char tmpdir[64];
 
 static const char *make_tmpdir(void)
 {
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/accel-test-base.XXXXXX");
-    if (mkdtemp(tmpdir) == NULL)
-        test_fail(__FILE__, __LINE__, "mkdtemp: %s", strerror(errno));
+    test_mkdtemp(tmpdir, sizeof(tmpdir), "test-base");
     return tmpdir;
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
 }
 
 static void remove_tmpdir(void)
 {
-    ASSERT_INT_EQ(nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+    test_rmtree(tmpdir);
 }
 
 /* tmpdir/name in a static buffer (one at a time). */

@@ -11,12 +11,10 @@
  * bytes from test_mix32, NaN payloads and all: nothing here does arithmetic
  * on them, every comparison is memcmp.
  */
-#define _GNU_SOURCE /* nftw's FTW_DEPTH and FTW_PHYS */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -56,23 +54,13 @@ static char tmpdir[64];
 
 static void make_tmpdir(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/ckpt-XXXXXX");
-    if (mkdtemp(tmpdir) == NULL)
-        test_fail(__FILE__, __LINE__, "mkdtemp: %s", strerror(errno));
+    test_mkdtemp(tmpdir, sizeof tmpdir, "test-ckpt");
     test_note("working in %s", tmpdir);
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
 }
 
 static void remove_tmpdir(void)
 {
-    ASSERT_INT_EQ(nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+    test_rmtree(tmpdir);
 }
 
 static bool exists(const char *path)

@@ -10,8 +10,6 @@
  * and the next step must run.  Loading into another model or optimizer is
  * refused with a message naming what differs.
  */
-#define _GNU_SOURCE /* nftw */
-#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,14 +188,6 @@ static int load_rank(struct accel_comm *c, unsigned rank, const void *arg)
     return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static void fresh_dir(void)
 {
     if (sh == NULL) {
@@ -205,13 +195,12 @@ static void fresh_dir(void)
         ASSERT(sh != MAP_FAILED);
     }
     memset(sh, 0, sizeof(*sh));
-    snprintf(sh->dir, sizeof(sh->dir), "/tmp/accel-shard-ckpt-XXXXXX");
-    ASSERT(mkdtemp(sh->dir) != NULL);
+    test_mkdtemp(sh->dir, sizeof(sh->dir), "test-shard-ckpt");
 }
 
 static void cleanup(void)
 {
-    nftw(sh->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    test_rmtree(sh->dir);
 }
 
 TEST(full_shard_3_to_any_world_and_strategy)
