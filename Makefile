@@ -250,12 +250,21 @@ $(BUILD)/tests/test_nccl_fake: $(BUILD)/obj/tests/gpu/nccl_fake.o $(HARNESS_OBJ)
 UNIT_BIN += $(BUILD)/tests/test_nccl_fake
 endif
 
+# tests/ckpt/ckpt_tool: saves and reads checkpoints for tests/ckpt/interop.sh
+# and the ckpt cases of tests/cli/run.sh (which look for it at
+# BIN/../tests/ckpt_tool).
+CKPT_TOOL := $(BUILD)/tests/ckpt_tool
+$(CKPT_TOOL): $(BUILD)/obj/tests/ckpt/ckpt_tool.o $(LIBA)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LIBS)
+
 # ---------------------------------------------------------------- tests
 deps:
 	$(Q)sh scripts/deps.sh test
 
 # The unit tests double as the golden tests (test_golden reads tests/golden/).
-unit: $(UNIT_BIN) $(CLI) $(PROG_BIN)
+unit: $(UNIT_BIN) $(CLI) $(PROG_BIN) $(CKPT_TOOL)
 	$(Q)sh tests/run_unit.sh $(BUILD)/tests
 
 fuzz-replay: $(FUZZ_REPLAY)
@@ -269,6 +278,7 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory unit
 	$(Q)$(MAKE) --no-print-directory fuzz-replay
 	$(Q)sh tests/cli/run.sh $(CLI)
+	$(Q)bash tests/ckpt/interop.sh $(BUILD)
 	$(Q)bash tests/examples/run.sh $(BUILD)
 	$(Q)bash tests/examples/cuda_emu/run.sh $(BUILD)
 	$(Q)sh tests/install/run.sh
@@ -294,8 +304,9 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_SRC)
 fuzz: $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 	$(Q)for t in $(FUZZ_SRC:tests/fuzz/%.c=%); do \
 	    mkdir -p $(BUILD)/fuzz/corpus-$$t; \
+	    dict=tests/fuzz/$$t.dict; [ -f $$dict ] || dict=tests/fuzz/yaml.dict; \
 	    $(BUILD)/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 \
-	        -dict=tests/fuzz/yaml.dict $(BUILD)/fuzz/corpus-$$t tests/fuzz/corpus/$$t \
+	        -dict=$$dict $(BUILD)/fuzz/corpus-$$t tests/fuzz/corpus/$$t \
 	        2>&1 | tail -n 5; \
 	done
 

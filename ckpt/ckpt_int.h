@@ -83,8 +83,8 @@ enum accel_err ck_load(struct accel_ckpt **out, const char *dir, struct accel_er
 
 /* The byte offset and length of piece k in its file, opening and checking
  * the file on first use (its header against the manifest). */
-enum accel_err ck_piece_at(struct accel_ckpt *c, const struct ck_tensor *t, size_t k,
-                           uint64_t *off, uint64_t *len, struct accel_error *err);
+enum accel_err ck_piece_at(struct accel_ckpt *c, const struct ck_tensor *t, size_t k, uint64_t *off,
+                           uint64_t *len, struct accel_error *err);
 
 /* Opens rank file f (once) and checks its header against the model: every
  * tensor the model puts there, 1-D, of its type and length, and nothing

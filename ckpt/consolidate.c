@@ -83,8 +83,10 @@ static enum accel_err write_shard(struct accel_ckpt *c, const char *out, const c
             if (rc == ACCEL_OK && *buflen < len) {
                 void *b = accel_realloc(*buf, (size_t)len);
                 if (!b)
-                    rc = accel_error_set(err, ACCEL_ENOMEM, "consolidate: out of memory for a "
-                                         "piece of %" PRIu64 " bytes", len);
+                    rc = accel_error_set(err, ACCEL_ENOMEM,
+                                         "consolidate: out of memory for a "
+                                         "piece of %" PRIu64 " bytes",
+                                         len);
                 else {
                     *buf = b;
                     *buflen = (size_t)len;
@@ -104,8 +106,7 @@ static enum accel_err write_shard(struct accel_ckpt *c, const char *out, const c
 }
 
 static enum accel_err write_index(const char *out, struct ck_tensor *const *model, size_t n,
-                                  const size_t *shard_of, size_t nshards,
-                                  struct accel_error *err)
+                                  const size_t *shard_of, size_t nshards, struct accel_error *err)
 {
     cJSON *root = cJSON_CreateObject(), *meta, *map;
     uint64_t total = 0;
@@ -185,8 +186,7 @@ enum accel_err accel_ckpt_consolidate(struct accel_ckpt *c, const char *out,
         if (is_model(&c->t[i]))
             model[n++] = &c->t[i];
     if (n == 0) {
-        rc = accel_error_set(err, ACCEL_ENOTFOUND, "%s: no model tensors (only optim.*)",
-                             c->dir);
+        rc = accel_error_set(err, ACCEL_ENOTFOUND, "%s: no model tensors (only optim.*)", c->dir);
         goto out;
     }
     /* greedy, in name order: a tensor bigger than max gets a file of its own */
@@ -201,8 +201,8 @@ enum accel_err accel_ckpt_consolidate(struct accel_ckpt *c, const char *out,
     }
     nshards++;
     if (mkdir(out, 0777) != 0 && errno != EEXIST) {
-        rc = accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO,
-                             "couldn't create %s", out);
+        rc = accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO, "couldn't create %s",
+                             out);
         goto out;
     }
     for (size_t s = 0; rc == ACCEL_OK && s < nshards; s++) {

@@ -25,8 +25,8 @@ enum accel_err ck_out_open(struct ck_out *o, const char *dir, const char *name,
     snprintf(o->tmp, sizeof o->tmp, "%s.tmp", o->path);
     o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
     if (o->fd < 0)
-        return accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO,
-                               "couldn't create %s", o->tmp);
+        return accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO, "couldn't create %s",
+                               o->tmp);
     return ACCEL_OK;
 }
 
@@ -108,41 +108,43 @@ enum accel_err ck_open_file(struct accel_ckpt *c, uint32_t f, struct accel_error
     if (fstat(file->fd, &st) != 0)
         return accel_error_sys(err, ACCEL_EIO, "couldn't stat %s", path);
     if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != file->bytes)
-        return accel_error_set(err, ACCEL_EIO,
-                               "%s: %lld bytes, the manifest says %" PRIu64
-                               " (truncated or replaced)",
-                               path, (long long)st.st_size, file->bytes);
+        return accel_error_set(
+            err, ACCEL_EIO, "%s: %lld bytes, the manifest says %" PRIu64 " (truncated or replaced)",
+            path, (long long)st.st_size, file->bytes);
     rc = st_read(file->fd, file->bytes, ST_MAX_HEADER, path, &file->h, err);
     if (rc != ACCEL_OK)
         return rc;
     for (size_t i = 0; i < c->nt; i++) {
         const struct ck_tensor *t = &c->t[i];
+        size_t here = 0; /* a file holds one piece of a tensor: one name, one range */
         for (size_t k = 0; k < t->n; k++) {
             const struct ck_piece *p = &c->p[t->first + k];
             const struct st_tensor *s;
             if (p->file != f)
                 continue;
             expect++;
+            if (++here > 1)
+                return accel_error_set(err, ACCEL_EPARSE,
+                                       "%s: the manifest puts two pieces of tensor '%s' there",
+                                       path, t->t.name);
             s = st_find(&file->h, t->t.name);
             if (!s || s->ndim != 1 || s->shape[0] != p->hi - p->lo ||
                 strcmp(s->dtype, accel_dtype_st_name(t->t.dtype)) != 0)
-                return accel_error_set(err, ACCEL_EPARSE,
-                                       "%s: tensor '%s' is not the 1-D %s of %" PRIu64
-                                       " elements the manifest says",
-                                       path, t->t.name, accel_dtype_st_name(t->t.dtype),
-                                       p->hi - p->lo);
+                return accel_error_set(
+                    err, ACCEL_EPARSE,
+                    "%s: tensor '%s' is not the 1-D %s of %" PRIu64 " elements the manifest says",
+                    path, t->t.name, accel_dtype_st_name(t->t.dtype), p->hi - p->lo);
         }
     }
     if (file->h.nt != expect)
-        return accel_error_set(err, ACCEL_EPARSE,
-                               "%s: %zu tensors, the manifest puts %zu there", path,
-                               file->h.nt, expect);
+        return accel_error_set(err, ACCEL_EPARSE, "%s: %zu tensors, the manifest puts %zu there",
+                               path, file->h.nt, expect);
     file->loaded = true;
     return ACCEL_OK;
 }
 
-enum accel_err ck_piece_at(struct accel_ckpt *c, const struct ck_tensor *t, size_t k,
-                           uint64_t *off, uint64_t *len, struct accel_error *err)
+enum accel_err ck_piece_at(struct accel_ckpt *c, const struct ck_tensor *t, size_t k, uint64_t *off,
+                           uint64_t *len, struct accel_error *err)
 {
     const struct ck_piece *p = &c->p[t->first + k];
     struct ck_file *file = &c->f[p->file];

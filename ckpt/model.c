@@ -113,8 +113,7 @@ enum accel_err ck_check(struct accel_ckpt *c, const char *what, struct accel_err
                 return accel_error_set(
                     err, ACCEL_EPARSE,
                     "%s: tensor '%s': pieces %s elements near [%" PRIu64 ", %" PRIu64 ")", what,
-                    t->t.name, p[k].lo > at ? "leave out" : "overlap or are empty at", at,
-                    p[k].lo);
+                    t->t.name, p[k].lo > at ? "leave out" : "overlap or are empty at", at, p[k].lo);
             at = p[k].hi;
         }
         if (at != t->numel)
@@ -253,8 +252,10 @@ static enum accel_err load_files(struct accel_ckpt *c, const cJSON *a, const cha
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
         if (!cJSON_IsString(name) || strcmp(name->valuestring, c->f[i].name) != 0 ||
             !st_json_uint(cJSON_GetObjectItemCaseSensitive(f, "bytes"), &c->f[i].bytes))
-            return accel_error_set(err, ACCEL_EPARSE, "%s: files[%zu] must be {\"name\": \"%s\", "
-                                   "\"bytes\": N}", path, i, c->f[i].name);
+            return accel_error_set(err, ACCEL_EPARSE,
+                                   "%s: files[%zu] must be {\"name\": \"%s\", "
+                                   "\"bytes\": N}",
+                                   path, i, c->f[i].name);
     }
     return ACCEL_OK;
 }
@@ -272,8 +273,10 @@ static enum accel_err load_tensor(struct accel_ckpt *c, const cJSON *e, struct c
     if (!(t->t.name = accel_strdup(e->string)))
         return accel_error_set(err, ACCEL_ENOMEM, "out of memory reading %s", path);
     if (!cJSON_IsString(dt) || !accel_dtype_from_st_name(dt->valuestring, &t->t.dtype))
-        return accel_error_set(err, ACCEL_EPARSE, "%s: tensor '%s': dtype must be F32, BF16 or "
-                               "F16", path, t->t.name);
+        return accel_error_set(err, ACCEL_EPARSE,
+                               "%s: tensor '%s': dtype must be F32, BF16 or "
+                               "F16",
+                               path, t->t.name);
     if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) > ACCEL_CKPT_MAX_DIMS)
         return accel_error_set(err, ACCEL_EPARSE, "%s: tensor '%s': bad shape", path, t->t.name);
     for (const cJSON *d = shape->child; d; d = d->next)
@@ -293,8 +296,8 @@ static enum accel_err load_tensor(struct accel_ckpt *c, const cJSON *e, struct c
             !cJSON_IsString(q->child->next->next->next) ||
             !parse_hex64(q->child->next->next->next->valuestring, &p->xxh3))
             return accel_error_set(err, ACCEL_EPARSE,
-                                   "%s: tensor '%s': a piece is not [FILE, LO, HI, \"XXH3\"]",
-                                   path, t->t.name);
+                                   "%s: tensor '%s': a piece is not [FILE, LO, HI, \"XXH3\"]", path,
+                                   t->t.name);
         p->file = (uint32_t)file;
         c->np++;
         t->n++;
@@ -361,8 +364,8 @@ enum accel_err ck_load(struct accel_ckpt **out, const char *dir, struct accel_er
             goto out;
         }
     }
-    if (!st_json_uint(cJSON_GetObjectItemCaseSensitive(root, "world_size"), &world) ||
-        world < 1 || world > ACCEL_CKPT_MAX_WORLD) {
+    if (!st_json_uint(cJSON_GetObjectItemCaseSensitive(root, "world_size"), &world) || world < 1 ||
+        world > ACCEL_CKPT_MAX_WORLD) {
         rc = bad(err, path, "world_size");
         goto out;
     }

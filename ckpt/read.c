@@ -248,12 +248,12 @@ enum accel_err accel_ckpt_read(struct accel_ckpt *c, const char *name, enum acce
     const struct ck_tensor *t = name ? find(c, name) : NULL;
 
     if (!t)
-        return accel_error_set(err, ACCEL_ENOTFOUND, "%s: no tensor '%s' in the checkpoint",
-                               c->dir, name ? name : "(null)");
+        return accel_error_set(err, ACCEL_ENOTFOUND, "%s: no tensor '%s' in the checkpoint", c->dir,
+                               name ? name : "(null)");
     if (dtype != t->t.dtype || lo > hi || hi > t->numel || (lo < hi && !dst))
         return accel_error_set(err, ACCEL_EINVAL,
-                               "%s: tensor '%s' holds %" PRIu64 " elements of %s; asked for [%"
-                               PRIu64 ", %" PRIu64 ") of %s",
+                               "%s: tensor '%s' holds %" PRIu64
+                               " elements of %s; asked for [%" PRIu64 ", %" PRIu64 ") of %s",
                                c->dir, name, t->numel, accel_dtype_st_name(t->t.dtype), lo, hi,
                                accel_dtype_st_name(dtype) ? accel_dtype_st_name(dtype) : "?");
     return read_range(c, t, lo, hi, dst, err);

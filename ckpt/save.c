@@ -88,8 +88,8 @@ static enum accel_err check_args(const struct accel_ckpt_save_opts *o,
         if (!t->name || !*t->name || strlen(t->name) > ACCEL_CKPT_MAX_NAME ||
             !accel_utf8_valid(t->name, strlen(t->name)))
             return accel_error_set(err, ACCEL_EINVAL,
-                                   "checkpoint save: piece %zu: a name of 1..%d bytes of UTF-8",
-                                   i, ACCEL_CKPT_MAX_NAME);
+                                   "checkpoint save: piece %zu: a name of 1..%d bytes of UTF-8", i,
+                                   ACCEL_CKPT_MAX_NAME);
         if (!strcmp(t->name, "__metadata__")) /* the safetensors header's own key */
             return accel_error_set(err, ACCEL_EINVAL,
                                    "checkpoint save: piece %zu: '__metadata__' is not a tensor "
@@ -98,8 +98,10 @@ static enum accel_err check_args(const struct accel_ckpt_save_opts *o,
         if (!accel_dtype_st_name(t->dtype) || t->ndim > ACCEL_CKPT_MAX_DIMS ||
             !st_numel(t->shape, t->ndim, &numel) ||
             numel > (UINT64_C(1) << 48) / accel_dtype_size(t->dtype))
-            return accel_error_set(err, ACCEL_EINVAL, "checkpoint save: tensor '%s': bad type "
-                                   "or shape", t->name);
+            return accel_error_set(err, ACCEL_EINVAL,
+                                   "checkpoint save: tensor '%s': bad type "
+                                   "or shape",
+                                   t->name);
         if (pc[i].lo >= pc[i].hi || pc[i].hi > numel || !pc[i].data)
             return accel_error_set(err, ACCEL_EINVAL,
                                    "checkpoint save: tensor '%s': the piece [%" PRIu64 ", %" PRIu64
@@ -133,8 +135,7 @@ static cJSON *piece_json(const struct accel_ckpt_piece *p, uint64_t sum)
     for (unsigned d = 0; shape && d < p->t.ndim; d++)
         cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->t.shape[d]));
     if (!e || !cJSON_AddStringToObject(e, "dtype", accel_dtype_st_name(p->t.dtype)) ||
-        !cJSON_AddItemToObject(e, "shape", shape) ||
-        cJSON_GetArraySize(shape) != (int)p->t.ndim ||
+        !cJSON_AddItemToObject(e, "shape", shape) || cJSON_GetArraySize(shape) != (int)p->t.ndim ||
         !cJSON_AddNumberToObject(e, "lo", (double)p->lo) ||
         !cJSON_AddNumberToObject(e, "hi", (double)p->hi) ||
         !cJSON_AddStringToObject(e, "xxh3", hex)) {
@@ -159,8 +160,7 @@ static enum accel_err write_rank(const struct accel_ckpt_save_opts *o, const cha
     struct ck_out f = {.fd = -1};
     size_t hlen;
 
-    if (!flat || !out || !seq || !ps ||
-        !cJSON_AddNumberToObject(doc, "rank", o->rank) ||
+    if (!flat || !out || !seq || !ps || !cJSON_AddNumberToObject(doc, "rank", o->rank) ||
         !cJSON_AddNumberToObject(doc, "world_size", o->world) ||
         !cJSON_AddNumberToObject(doc, "step", (double)o->step))
         goto nomem;
@@ -237,7 +237,8 @@ static enum accel_err read_declared(struct accel_ckpt *c, unsigned r, size_t *ca
     json = st_meta(&f->h, CK_META_PIECES);
     doc = json ? cJSON_Parse(json) : NULL;
     ps = cJSON_GetObjectItemCaseSensitive(doc, "pieces");
-    if (!cJSON_IsObject(ps) || !st_json_uint(cJSON_GetObjectItemCaseSensitive(doc, "rank"), &rank) ||
+    if (!cJSON_IsObject(ps) ||
+        !st_json_uint(cJSON_GetObjectItemCaseSensitive(doc, "rank"), &rank) ||
         !st_json_uint(cJSON_GetObjectItemCaseSensitive(doc, "world_size"), &world) ||
         !st_json_uint(cJSON_GetObjectItemCaseSensitive(doc, "step"), &step) || rank != r ||
         world != c->world || step != c->step) {
@@ -286,8 +287,7 @@ static enum accel_err read_declared(struct accel_ckpt *c, unsigned r, size_t *ca
             !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "xxh3")) ||
             sscanf(cJSON_GetObjectItemCaseSensitive(e, "xxh3")->valuestring, "%16" SCNx64,
                    &p->xxh3) != 1) {
-            rc = accel_error_set(err, ACCEL_EPARSE, "%s: piece '%s' is malformed", path,
-                                 e->string);
+            rc = accel_error_set(err, ACCEL_EPARSE, "%s: piece '%s' is malformed", path, e->string);
             goto out;
         }
         for (const cJSON *d = shape->child; d; d = d->next)
@@ -330,9 +330,8 @@ static enum accel_err merge_records(struct accel_ckpt *c, struct accel_error *er
 
         p[i] = c->p[r->first];
         if (last && !strcmp(last->t.name, r->t.name)) {
-            if (rc == ACCEL_OK &&
-                (last->t.dtype != r->t.dtype || last->t.ndim != r->t.ndim ||
-                 memcmp(last->t.shape, r->t.shape, sizeof r->t.shape) != 0))
+            if (rc == ACCEL_OK && (last->t.dtype != r->t.dtype || last->t.ndim != r->t.ndim ||
+                                   memcmp(last->t.shape, r->t.shape, sizeof r->t.shape) != 0))
                 rc = accel_error_set(err, ACCEL_EINVAL,
                                      "checkpoint commit: tensor '%s': ranks %u and %u saved it "
                                      "with different types or shapes",
@@ -480,12 +479,16 @@ static enum accel_err commit(const struct accel_ckpt_save_opts *o, const char *d
     ck_step_name(line, sizeof line - 1, o->step);
     strcat(line, "\n");
     if (newest_committed(o->root) > o->step)
-        accel_log(ACCEL_LOG_INFO, "checkpoint: step %lu is committed; %s/%s keeps naming a newer "
-                  "step", o->step, o->root, CK_LATEST);
+        accel_log(ACCEL_LOG_INFO,
+                  "checkpoint: step %lu is committed; %s/%s keeps naming a newer "
+                  "step",
+                  o->step, o->root, CK_LATEST);
     else if (!ck_path(path, sizeof path, o->root, CK_LATEST) ||
              accel_write_durable(path, line, strlen(line), 0666, &lerr) != ACCEL_OK)
-        accel_log(ACCEL_LOG_WARN, "checkpoint: step %lu is committed, but %s/%s was not "
-                  "updated: %s", o->step, o->root, CK_LATEST, lerr.msg);
+        accel_log(ACCEL_LOG_WARN,
+                  "checkpoint: step %lu is committed, but %s/%s was not "
+                  "updated: %s",
+                  o->step, o->root, CK_LATEST, lerr.msg);
     collect(o->root, o->step, o->keep);
 out:
     cJSON_free(json);
@@ -506,8 +509,8 @@ static enum accel_err make_dirs(const struct accel_ckpt_save_opts *o, char *dir,
         return accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO,
                                "couldn't create the checkpoint root %s", o->root);
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO,
-                               "couldn't create %s", dir);
+        return accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO, "couldn't create %s",
+                               dir);
     if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return accel_error_set(err, ACCEL_EINVAL, "%s is not a directory", dir);
     if (ck_path(manifest, sizeof manifest, dir, CK_MANIFEST) && access(manifest, F_OK) == 0)

@@ -18,12 +18,11 @@ static const struct {
     const char *name;
     unsigned bits;
 } dtypes[] = {
-    {"BOOL", 8},     {"F4", 4},           {"F6_E2M3", 6},      {"F6_E3M2", 6},
-    {"U8", 8},       {"I8", 8},           {"F8_E5M2", 8},      {"F8_E4M3", 8},
-    {"F8_E8M0", 8},  {"F8_E4M3FNUZ", 8},  {"F8_E5M2FNUZ", 8},  {"I16", 16},
-    {"U16", 16},     {"F16", 16},         {"BF16", 16},        {"I32", 32},
-    {"U32", 32},     {"F32", 32},         {"C64", 64},         {"F64", 64},
-    {"I64", 64},     {"U64", 64},
+    {"BOOL", 8},        {"F4", 4},      {"F6_E2M3", 6}, {"F6_E3M2", 6}, {"U8", 8},
+    {"I8", 8},          {"F8_E5M2", 8}, {"F8_E4M3", 8}, {"F8_E8M0", 8}, {"F8_E4M3FNUZ", 8},
+    {"F8_E5M2FNUZ", 8}, {"I16", 16},    {"U16", 16},    {"F16", 16},    {"BF16", 16},
+    {"I32", 32},        {"U32", 32},    {"F32", 32},    {"C64", 64},    {"F64", 64},
+    {"I64", 64},        {"U64", 64},
 };
 
 /* JSON numbers must be integers in [0, 2^53] to survive cJSON's double. */
@@ -177,8 +176,8 @@ static enum accel_err parse_meta(const cJSON *m, const char *what, struct st_hea
         for (size_t b = a; b > 0 && strcmp(h->meta_key[b - 1], h->meta_key[b]) >= 0; b--) {
             char *k = h->meta_key[b], *val = h->meta_val[b];
             if (!strcmp(h->meta_key[b - 1], k))
-                return accel_error_set(err, ACCEL_EPARSE, "%s: __metadata__ key '%s' twice",
-                                       what, k);
+                return accel_error_set(err, ACCEL_EPARSE, "%s: __metadata__ key '%s' twice", what,
+                                       k);
             h->meta_key[b] = h->meta_key[b - 1];
             h->meta_val[b] = h->meta_val[b - 1];
             h->meta_key[b - 1] = k;
@@ -215,7 +214,9 @@ static enum accel_err parse_tensor(const cJSON *v, const char *what, struct st_t
     }
     if (!dt || !shape || !off)
         return accel_error_set(err, ACCEL_EPARSE, "%s: tensor '%s' lacks '%s'", what, v->string,
-                               !dt ? "dtype" : !shape ? "shape" : "data_offsets");
+                               !dt      ? "dtype"
+                               : !shape ? "shape"
+                                        : "data_offsets");
     t->name = accel_strdup(v->string);
     if (!t->name)
         return accel_error_set(err, ACCEL_ENOMEM, "%s: out of memory", what);
@@ -228,8 +229,8 @@ static enum accel_err parse_tensor(const cJSON *v, const char *what, struct st_t
     t->dtype = dtypes[i].name;
     t->bits = dtypes[i].bits;
     if (!cJSON_IsArray(shape))
-        return accel_error_set(err, ACCEL_EPARSE, "%s: tensor '%s': shape is not an array",
-                               what, v->string);
+        return accel_error_set(err, ACCEL_EPARSE, "%s: tensor '%s': shape is not an array", what,
+                               v->string);
     for (const cJSON *d = shape->child; d; d = d->next) {
         if (t->ndim == ACCEL_CKPT_MAX_DIMS)
             return accel_error_set(err, ACCEL_ETOOBIG, "%s: tensor '%s' has over %d dimensions",
@@ -426,9 +427,8 @@ static int by_size_then_name(const void *a, const void *b)
     return strcmp(x->t->name, y->t->name);
 }
 
-enum accel_err st_build(struct st_out *o, size_t n, const struct accel_ckpt_kv *meta,
-                        size_t nmeta, char **out, size_t *len, size_t *seq,
-                        struct accel_error *err)
+enum accel_err st_build(struct st_out *o, size_t n, const struct accel_ckpt_kv *meta, size_t nmeta,
+                        char **out, size_t *len, size_t *seq, struct accel_error *err)
 {
     enum accel_err rc = ACCEL_ENOMEM;
     struct st_out **order = NULL;
@@ -462,8 +462,8 @@ enum accel_err st_build(struct st_out *o, size_t n, const struct accel_ckpt_kv *
             !st_numel(t->shape, t->ndim, &numel) ||
             order[i]->bytes != numel * accel_dtype_size(t->dtype)) {
             rc = accel_error_set(err, ACCEL_EINVAL,
-                                 "tensor '%s': %llu bytes do not match its type and shape",
-                                 t->name, (unsigned long long)order[i]->bytes);
+                                 "tensor '%s': %llu bytes do not match its type and shape", t->name,
+                                 (unsigned long long)order[i]->bytes);
             goto out;
         }
         order[i]->begin = at;

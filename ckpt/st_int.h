@@ -73,9 +73,8 @@ struct st_out {
  * order their data follows the header.  Names must be unique (the caller's
  * check).  Errors: ACCEL_EINVAL (bytes that do not match the shape),
  * ACCEL_ETOOBIG, ACCEL_ENOMEM. */
-enum accel_err st_build(struct st_out *o, size_t n, const struct accel_ckpt_kv *meta,
-                        size_t nmeta, char **out, size_t *len, size_t *seq,
-                        struct accel_error *err);
+enum accel_err st_build(struct st_out *o, size_t n, const struct accel_ckpt_kv *meta, size_t nmeta,
+                        char **out, size_t *len, size_t *seq, struct accel_error *err);
 
 /* A JSON number that is an integer in [0, 2^53] (exact in cJSON's double). */
 struct cJSON;

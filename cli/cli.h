@@ -19,6 +19,7 @@ int cli_check(int argc, char **argv);
 int cli_env(int argc, char **argv);
 int cli_topo(int argc, char **argv);
 int cli_launch(int argc, char **argv);
+int cli_ckpt(int argc, char **argv);
 
 /* Prints findings as "file:line:col: severity: key: message" lines. */
 void cli_print_diags(const struct accel_diags *d, FILE *out);
@@ -59,5 +60,6 @@ extern const char cli_check_usage[];
 extern const char cli_env_usage[];
 extern const char cli_topo_usage[];
 extern const char cli_launch_usage[];
+extern const char cli_ckpt_usage[];
 
 #endif

@@ -23,12 +23,15 @@ static const char usage[] =
     "               and place (GPU, NIC, CPUs); rank-prefixed output, failure handling\n"
     "  topo         show the placement of a node's ranks (GPU, NUMA, CPUs, NIC) and the\n"
     "               switch order of a job's nodes\n"
+    "  ckpt         list, show, verify and consolidate sharded checkpoints (ls, show,\n"
+    "               verify, consolidate into the Hugging Face safetensors layout)\n"
     "  help         this text; `accelrun COMMAND --help` for a command\n"
     "  version      print the version\n"
     "\n"
-    "Exit status: 0 success, 1 the config has errors, 2 usage or file problems.\n"
+    "Exit status: 0 success, 1 the config (or checkpoint) has errors, 2 usage or file\n"
+    "problems.\n"
     "Docs: docs/accelrun-check.md, docs/accelrun-env.md, docs/accelrun-topo.md,\n"
-    "      docs/accelrun-launch.md,\n"
+    "      docs/accelrun-launch.md, docs/accelrun-ckpt.md,\n"
     "      docs/spank-plugin.md, docs/config-site.md, docs/differences.md\n";
 
 static void log_stderr(void *ctx, enum accel_log_level level, const char *line)
@@ -56,6 +59,8 @@ int main(int argc, char **argv)
         return cli_launch(argc - 1, argv + 1);
     if (strcmp(cmd, "topo") == 0)
         return cli_topo(argc - 1, argv + 1);
+    if (strcmp(cmd, "ckpt") == 0)
+        return cli_ckpt(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         fputs(usage, stdout);
         return CLI_EXIT_OK;

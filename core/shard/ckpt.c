@@ -97,8 +97,7 @@ static void saved_free(struct saved *v)
 /* The pieces of unit d on this rank for the master weights (k = 0) and each
  * state (k = 1..); `src` points at element a of each. */
 static enum accel_err add_pieces(struct accel_shard *s, struct shard_unit *d, size_t a, size_t b,
-                                 const float *const *src, struct saved *v,
-                                 struct accel_error *err)
+                                 const float *const *src, struct saved *v, struct accel_error *err)
 {
     for (unsigned k = 0; k <= nstates(s); k++)
         for (size_t i = 0; i < d->nparams; i++) {
@@ -197,11 +196,10 @@ enum accel_err accel_shard_save(struct accel_shard *s, const char *root, unsigne
     all[n++] = (struct accel_ckpt_kv){"shard.loss_scale", scale};
     all[n++] = (struct accel_ckpt_kv){"shard.optimizer", optimizer_name(s)};
     all[n++] = (struct accel_ckpt_kv){"shard.compute", accel_dtype_name(s->o.compute)};
-    all[n++] = (struct accel_ckpt_kv){"shard.strategy", s->o.strategy == ACCEL_FULL_SHARD
-                                                            ? "FULL_SHARD"
-                                                        : s->o.strategy == ACCEL_SHARD_GRAD_OP
-                                                            ? "SHARD_GRAD_OP"
-                                                            : "NO_SHARD"};
+    all[n++] = (struct accel_ckpt_kv){"shard.strategy",
+                                      s->o.strategy == ACCEL_FULL_SHARD      ? "FULL_SHARD"
+                                      : s->o.strategy == ACCEL_SHARD_GRAD_OP ? "SHARD_GRAD_OP"
+                                                                             : "NO_SHARD"};
     /* the last step's updates were queued after the compute stream's work */
     rc = s->mem->from_compute(s->ctx, err);
     if (rc == ACCEL_OK)
@@ -215,8 +213,8 @@ enum accel_err accel_shard_save(struct accel_shard *s, const char *root, unsigne
         return rc;
     }
     {
-        const struct accel_ckpt_save_opts o = {root, step, s->rank, s->world, all, n, keep,
-                                               agree, s};
+        const struct accel_ckpt_save_opts o = {root, step, s->rank, s->world, all,
+                                               n,    keep, agree,   s};
         rc = accel_ckpt_save(&o, v.p, v.n, err);
     }
     saved_free(&v);
@@ -258,8 +256,10 @@ static enum accel_err load_unit(struct accel_shard *s, struct accel_ckpt *c, str
         enum accel_err rc;
 
         if (!tensor_name(name, k ? state_prefix(s, k - 1) : "", d, p))
-            return accel_error_set(err, ACCEL_ETOOBIG, "shard: load: the name of %s.%s is too "
-                                   "long", d->name, p->name);
+            return accel_error_set(err, ACCEL_ETOOBIG,
+                                   "shard: load: the name of %s.%s is too "
+                                   "long",
+                                   d->name, p->name);
         rc = check_tensor(c, name, p, err);
         if (rc == ACCEL_OK && x0 < x1)
             rc = accel_ckpt_read(c, name, ACCEL_F32, x0 - p->offset, x1 - p->offset,
@@ -270,8 +270,7 @@ static enum accel_err load_unit(struct accel_shard *s, struct accel_ckpt *c, str
     return ACCEL_OK;
 }
 
-static enum accel_err load_all(struct accel_shard *s, struct accel_ckpt *c,
-                               struct accel_error *err)
+static enum accel_err load_all(struct accel_shard *s, struct accel_ckpt *c, struct accel_error *err)
 {
     const char *opt = accel_ckpt_meta(c, "shard.optimizer");
     const char *steps = accel_ckpt_meta(c, "shard.step");
@@ -304,8 +303,8 @@ static enum accel_err load_all(struct accel_shard *s, struct accel_ckpt *c,
     if ((rc = s->mem->from_compute(s->ctx, err)) != ACCEL_OK)
         return rc;
     for (size_t u = 0; dev && u < s->nunits; u++) /* a device's slices go through the host */
-        most = s->units[u].end - s->units[u].begin > most ? s->units[u].end - s->units[u].begin
-                                                           : most;
+        most =
+            s->units[u].end - s->units[u].begin > most ? s->units[u].end - s->units[u].begin : most;
     if (most && !(host = accel_malloc(most * sizeof(float))))
         return accel_error_set(err, ACCEL_ENOMEM, "shard: load: out of host memory");
     for (size_t u = 0; rc == ACCEL_OK && u < s->nunits; u++) {

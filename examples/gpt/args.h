@@ -16,9 +16,9 @@ struct gpt_args {
     uint64_t seed;
     const char *loss_log; /* rank 0 writes "step loss" lines; NULL = none */
     const char *data;
-    size_t eval_every;   /* steps between validation passes; 0 = only at the end */
-    size_t eval_batches; /* global batches of validation sequences */
-    size_t print_every;  /* 0 = about 20 lines a run */
+    size_t eval_every;    /* steps between validation passes; 0 = only at the end */
+    size_t eval_batches;  /* global batches of validation sequences */
+    size_t print_every;   /* 0 = about 20 lines a run */
     const char *ckpt_dir; /* checkpoints: saved there, resumed from there; NULL = none */
     size_t save_every;    /* steps between checkpoints; 0 = at the end only */
     size_t keep;          /* checkpoints kept */

@@ -9,10 +9,10 @@
 
 void gpt_run_meta(const struct gpt_args *a, uint64_t data_hash, struct gpt_run_meta *m)
 {
-    static const char *const keys[GPT_RUN_KEYS] = {
-        "gpt.steps",  "gpt.batch",  "gpt.seq",         "gpt.layers",
-        "gpt.channels", "gpt.heads", "gpt.lr",         "gpt.warmup",
-        "gpt.min_lr_frac", "gpt.clip", "gpt.seed",     "gpt.data_fnv1a"};
+    static const char *const keys[GPT_RUN_KEYS] = {"gpt.steps",  "gpt.batch",    "gpt.seq",
+                                                   "gpt.layers", "gpt.channels", "gpt.heads",
+                                                   "gpt.lr",     "gpt.warmup",   "gpt.min_lr_frac",
+                                                   "gpt.clip",   "gpt.seed",     "gpt.data_fnv1a"};
 
     snprintf(m->val[0], sizeof m->val[0], "%zu", a->steps);
     snprintf(m->val[1], sizeof m->val[1], "%zu", a->batch);
@@ -31,8 +31,8 @@ void gpt_run_meta(const struct gpt_args *a, uint64_t data_hash, struct gpt_run_m
     m->n = GPT_RUN_KEYS;
 }
 
-int gpt_resume(struct accel_shard *s, const struct gpt_args *a, uint64_t data_hash,
-               size_t *start, unsigned *from, struct accel_error *err)
+int gpt_resume(struct accel_shard *s, const struct gpt_args *a, uint64_t data_hash, size_t *start,
+               unsigned *from, struct accel_error *err)
 {
     struct accel_ckpt *c = NULL;
     struct gpt_run_meta m;

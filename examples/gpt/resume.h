@@ -28,8 +28,8 @@ void gpt_run_meta(const struct gpt_args *a, uint64_t data_hash, struct gpt_run_m
  * with this run's flags, loads it into the shard (collective) and sets
  * *start to its step and *from to its world size; else *start = 0.
  * Returns 0, or -1 with err set (the message names the flag that differs). */
-int gpt_resume(struct accel_shard *s, const struct gpt_args *a, uint64_t data_hash,
-               size_t *start, unsigned *from, struct accel_error *err);
+int gpt_resume(struct accel_shard *s, const struct gpt_args *a, uint64_t data_hash, size_t *start,
+               unsigned *from, struct accel_error *err);
 
 /* Saves checkpoint `step` under a->ckpt_dir, keeping a->keep (collective).
  * Returns 0, or -1 with err set. */

@@ -439,8 +439,7 @@ static int setup(struct trainer *t)
         if (e != ACCEL_OK)
             return fail(t, "set_full");
     }
-    if (t->a.ckpt_dir &&
-        gpt_resume(t->shard, &t->a, t->data.hash, &t->start, &t->from, &t->err))
+    if (t->a.ckpt_dir && gpt_resume(t->shard, &t->a, t->data.hash, &t->start, &t->from, &t->err))
         return fail(t, "resume (--ckpt-dir)");
     if (t->rank == 0 && t->a.loss_log) {
         t->log = fopen(t->a.loss_log, "w");
@@ -487,8 +486,7 @@ static void banner(const struct trainer *t)
     if (t->start)
         printf("train_gpt: resumed from %s/step-%08zu (saved by %u rank%s): steps %zu..%zu to "
                "go\n",
-               t->a.ckpt_dir, t->start, t->from, t->from == 1 ? "" : "s", t->start + 1,
-               t->a.steps);
+               t->a.ckpt_dir, t->start, t->from, t->from == 1 ? "" : "s", t->start + 1, t->a.steps);
     if (t->device) {
         char dev[160];
         gpt_cuda_describe(t->cuda, dev, sizeof dev);
@@ -546,8 +544,8 @@ static int train(struct trainer *t)
             tlast = now;
             since = 0;
         }
-        if (t->a.ckpt_dir && ((t->a.save_every && (s + 1) % t->a.save_every == 0) ||
-                              s + 1 == t->a.steps || stop)) {
+        if (t->a.ckpt_dir &&
+            ((t->a.save_every && (s + 1) % t->a.save_every == 0) || s + 1 == t->a.steps || stop)) {
             double c0 = now_s();
             if (gpt_save(t->shard, &t->a, t->data.hash, s + 1, &t->err)) {
                 t->what = "checkpoint";
@@ -563,8 +561,8 @@ static int train(struct trainer *t)
         if (stop) { /* every rank saw the request after the same step */
             t->stopped = stop_signal ? stop_signal : SIGTERM;
             if (t->rank == 0) {
-                printf("train_gpt: stopped after step %zu/%zu on a signal%s\n", s + 1,
-                       t->a.steps, t->a.ckpt_dir ? "; resume with the same --ckpt-dir" : "");
+                printf("train_gpt: stopped after step %zu/%zu on a signal%s\n", s + 1, t->a.steps,
+                       t->a.ckpt_dir ? "; resume with the same --ckpt-dir" : "");
                 fflush(stdout);
             }
             return 0;

@@ -159,6 +159,78 @@ sed 's/^<topology /\n<!-- exported by hand -->\n\n<topology /' tests/topo/nvlink
 expect "topo: an XML with a comment line loads" 0 "$bin" topo --xml "$tmp/commented.xml" --gpus 0,1,2,3 --nproc-per-node 2
 contains "topo: the NVLink pair is planned together" "1     2      0000:1c:00.0"
 
+# ckpt: checkpoints saved by tests/ckpt/ckpt_tool (built beside the tests)
+tool=${CKPT_TOOL:-$(dirname "$bin")/../tests/ckpt_tool}
+expect "ckpt --help" 0 "$bin" ckpt --help
+contains "ckpt --help shows usage" "usage: accelrun ckpt ls ROOT"
+expect "ckpt ls: a missing root exits 2" 2 "$bin" ckpt ls "$tmp/no-such-root"
+contains "ckpt ls: the missing root is named" "couldn't open the checkpoint root $tmp/no-such-root: No such file or directory"
+expect "ckpt: an unknown subcommand exits 2" 2 "$bin" ckpt frobnicate
+expect "ckpt verify: no checkpoint exits 2" 2 "$bin" ckpt verify "$tmp"
+contains "ckpt verify: says what is missing" "holds no checkpoint"
+if [ ! -x "$tool" ]; then
+    skip=$((skip + 1)); echo "ok - ckpt on saved checkpoints # SKIP no $tool (make $tool)"
+else
+    ck=$tmp/ck
+    mkdir -p "$ck"
+    if ! "$tool" save "$ck" --world 2 --step 100 --meta seed=7 >/dev/null ||
+        ! "$tool" save "$ck" --world 3 --step 200 >/dev/null; then
+        bad "ckpt_tool saves two checkpoints"
+    fi
+    mkdir "$ck/step-00000300" && cp "$ck/step-00000200/rank-00000-of-00003.safetensors" "$ck/step-00000300/"
+    expect "ckpt ls" 0 "$bin" ckpt ls "$ck"
+    contains "ckpt ls: the newest committed is loaded and latest" "step-00000200        200  committed                           3"
+    contains "ckpt ls: marks" "<- load, latest"
+    contains "ckpt ls: an attempt without a manifest" "step-00000300        300  incomplete (no manifest.json)"
+    contains "ckpt ls: summary" "$ck: 2 committed, 1 not; a load takes step-00000200"
+    expect "ckpt verify ROOT (the newest committed)" 0 "$bin" ckpt verify "$ck"
+    contains "ckpt verify: OK line" "$ck/step-00000200: step 200, world 3, 10 tensors, 11876 bytes: OK"
+    expect "ckpt show" 0 "$bin" ckpt show "$ck/step-00000100"
+    contains "ckpt show: world size" "world size  2"
+    contains "ckpt show: metadata" "metadata    seed=7"
+    contains "ckpt show: a 3-D F16 tensor" "h.0.attn.rotary           F16    [2, 3, 5]"
+    cp -r "$ck/step-00000100" "$tmp/flipped"
+    f=$tmp/flipped/rank-00001-of-00002.safetensors
+    size=$(wc -c <"$f")
+    last=$(od -An -tu1 -j $((size - 1)) -N1 "$f" | tr -d ' ')
+    # shellcheck disable=SC2059 # the octal escape of the flipped byte is the format
+    printf "\\$(printf %o $((255 - last)))" | dd of="$f" bs=1 seek=$((size - 1)) conv=notrunc 2>/dev/null
+    expect "ckpt verify: a flipped byte exits 1" 1 "$bin" ckpt verify "$tmp/flipped"
+    contains "ckpt verify: names the damage" "checksum mismatch"
+    cp -r "$ck/step-00000100" "$tmp/short"
+    f=$tmp/short/rank-00000-of-00002.safetensors
+    head -c 1000 "$f" >"$f.cut" && mv "$f.cut" "$f"
+    expect "ckpt verify: a truncated rank file exits 1" 1 "$bin" ckpt verify "$tmp/short"
+    contains "ckpt verify: names the short file" "the manifest says"
+    mkdir -p "$tmp/only-incomplete/step-00000001"
+    expect "ckpt verify: only an incomplete attempt exits 2" 2 "$bin" ckpt verify "$tmp/only-incomplete"
+    contains "ckpt verify: says no committed checkpoint" "holds no committed checkpoint"
+    expect "ckpt consolidate" 0 "$bin" ckpt consolidate "$ck" "$tmp/hf"
+    if [ -s "$tmp/hf/model.safetensors" ] && [ ! -e "$tmp/hf/model.safetensors.index.json" ]; then
+        ok "ckpt consolidate: model.safetensors, no index"
+    else
+        bad "ckpt consolidate: model.safetensors, no index" "$(ls -l "$tmp/hf")"
+    fi
+    contains "ckpt consolidate: optimizer state left out" "(2 optimizer tensors left out)"
+    expect "ckpt consolidate --max-shard-size 2KB" 0 "$bin" ckpt consolidate "$ck" "$tmp/hf2" --max-shard-size 2KB
+    if [ -s "$tmp/hf2/model.safetensors.index.json" ] && [ -s "$tmp/hf2/model-00001-of-00005.safetensors" ] &&
+        [ ! -e "$tmp/hf2/model.safetensors" ]; then
+        ok "ckpt consolidate: shards and an index"
+    else
+        bad "ckpt consolidate: shards and an index" "$(ls -l "$tmp/hf2")"
+    fi
+    contains "ckpt consolidate: prints the index" "model.safetensors.index.json: 8 tensors in shards, total_size 8672"
+    expect "ckpt consolidate: a bad --max-shard-size exits 2" 2 "$bin" ckpt consolidate "$ck" "$tmp/hf3" --max-shard-size 5XB
+    expect "ckpt verify: --max-shard-size is consolidate's" 2 "$bin" ckpt verify "$ck" --max-shard-size 5GB
+    # a copied checkpoint under a newer name: its manifest does not load, and a load
+    # of the root fails on it rather than falling back to an older step
+    cp -r "$ck/step-00000100" "$ck/step-00000400"
+    expect "ckpt ls: a damaged newest manifest" 0 "$bin" ckpt ls "$ck"
+    contains "ckpt ls: says why" "'step' is 100 but the directory is step-00000400"
+    contains "ckpt ls: says a load fails" "$ck: 2 committed, 2 not; a load fails: $ck/step-00000400/manifest.json"
+    expect "ckpt verify: a damaged newest manifest exits 1" 1 "$bin" ckpt verify "$ck"
+fi
+
 . "$(dirname "$0")/launch.sh"
 
 echo "cli: $pass passed, $fail failed, $skip skipped"

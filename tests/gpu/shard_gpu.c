@@ -619,8 +619,7 @@ static float ck_value(unsigned seed, unsigned k, size_t u, size_t i)
 }
 
 /* Writes those values into shard s (device or host memory). */
-static void ck_set(struct accel_shard *s, struct accel_comm *c, bool dev, unsigned seed,
-                   float *buf)
+static void ck_set(struct accel_shard *s, struct accel_comm *c, bool dev, unsigned seed, float *buf)
 {
     struct accel_error err;
 

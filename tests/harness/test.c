@@ -192,8 +192,7 @@ unsigned test_mix32(unsigned x)
 void test_mkdtemp(char *buf, size_t len, const char *tag)
 {
     if ((size_t)snprintf(buf, len, "/tmp/accel-%s.XXXXXX", tag) >= len || mkdtemp(buf) == NULL)
-        test_fail(__FILE__, __LINE__, "mkdtemp of /tmp/accel-%s.XXXXXX: %s", tag,
-                  strerror(errno));
+        test_fail(__FILE__, __LINE__, "mkdtemp of /tmp/accel-%s.XXXXXX: %s", tag, strerror(errno));
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)

@@ -243,8 +243,7 @@ TEST(fp16_loss_scale_carries_over)
 TEST(another_shape_or_optimizer_is_refused)
 {
     const struct cfg save = {ACCEL_FULL_SHARD, ACCEL_ADAMW, ACCEL_F32, units, NULL};
-    const struct cfg shape = {ACCEL_FULL_SHARD, ACCEL_ADAMW, ACCEL_F32, other,
-                              "tensor 'c.w' of"};
+    const struct cfg shape = {ACCEL_FULL_SHARD, ACCEL_ADAMW, ACCEL_F32, other, "tensor 'c.w' of"};
     const struct cfg optim = {ACCEL_FULL_SHARD, ACCEL_SGD, ACCEL_F32, units,
                               "holds adamw state; this run uses sgd"};
 

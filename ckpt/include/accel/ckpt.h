@@ -51,8 +51,8 @@ extern "C" {
 #define ACCEL_CKPT_MAX_PIECES 4194304  /* pieces over all files */
 #define ACCEL_CKPT_MAX_NAME 512        /* bytes of a tensor name */
 #define ACCEL_CKPT_MAX_DIMS 8
-#define ACCEL_CKPT_MAX_META 64         /* user metadata entries */
-#define ACCEL_CKPT_MAX_META_LEN 4096   /* bytes of a metadata key or value */
+#define ACCEL_CKPT_MAX_META 64       /* user metadata entries */
+#define ACCEL_CKPT_MAX_META_LEN 4096 /* bytes of a metadata key or value */
 #define ACCEL_CKPT_MAX_MANIFEST (512u << 20)
 #define ACCEL_CKPT_MAX_STEP 99999999UL /* step-NNNNNNNN */
 
@@ -60,7 +60,7 @@ extern "C" {
 struct accel_ckpt_tensor {
     const char *name;
     enum accel_dtype dtype; /* stored as safetensors' F32, BF16, F16 */
-    unsigned ndim; /* 0 (a scalar) .. ACCEL_CKPT_MAX_DIMS */
+    unsigned ndim;          /* 0 (a scalar) .. ACCEL_CKPT_MAX_DIMS */
     uint64_t shape[ACCEL_CKPT_MAX_DIMS];
 };
 
@@ -84,15 +84,15 @@ struct accel_ckpt_kv {
  * returns ACCEL_OK with *all_ok true when every rank's did.  Called twice
  * per save, by every rank, in the same order. */
 typedef enum accel_err (*accel_ckpt_agree_fn)(void *ctx, bool ok, bool *all_ok,
-                                             struct accel_error *err);
+                                              struct accel_error *err);
 
 struct accel_ckpt_save_opts {
-    const char *root;    /* created when missing (mode 0777 less the umask) */
-    unsigned long step;  /* 0 .. ACCEL_CKPT_MAX_STEP */
+    const char *root;   /* created when missing (mode 0777 less the umask) */
+    unsigned long step; /* 0 .. ACCEL_CKPT_MAX_STEP */
     unsigned rank, world;
     const struct accel_ckpt_kv *meta; /* recorded in the manifest */
     size_t nmeta;
-    unsigned keep;       /* committed checkpoints kept after this one is; 0 = all */
+    unsigned keep; /* committed checkpoints kept after this one is; 0 = all */
     accel_ckpt_agree_fn agree;
     void *agree_ctx;
 };
@@ -164,8 +164,7 @@ enum accel_err accel_ckpt_verify(struct accel_ckpt *c, struct accel_error *err) 
  * tensors in name order, with their global shapes.  Every piece read is
  * checked as accel_ckpt_read does. */
 enum accel_err accel_ckpt_consolidate(struct accel_ckpt *c, const char *out,
-                                      uint64_t max_shard_bytes,
-                                      struct accel_error *err) ACCEL_WUR;
+                                      uint64_t max_shard_bytes, struct accel_error *err) ACCEL_WUR;
 
 void accel_ckpt_close(struct accel_ckpt *c);
 
