@@ -1,15 +1,17 @@
 /*
  * consolidate.c: a checkpoint's model weights in the Hugging Face layout
  * (reference/checkpoint.md §1.9): model.safetensors, or model-0000i-of-0000N
- * .safetensors split greedily (in name order) at max_shard_bytes of tensor
- * data, plus model.safetensors.index.json {"metadata": {"total_size": N},
- * "weight_map": {name: file}}; every file with {"format": "pt"}.
+ * .safetensors split at max_shard_bytes of tensor data as huggingface_hub
+ * splits (over the tensors in name order), plus model.safetensors.index.json
+ * {"metadata": {"total_size": N}, "weight_map": {name: file}}; every file
+ * with {"format": "pt"}.
  *
  * Each tensor is copied piece by piece (every piece read whole, checksum
  * checked, written in place), so memory is the largest piece, not the model.
- * Files are written under temporary names and renamed; then the files of an
- * earlier consolidation into the same directory that this one did not
- * write are removed, so the directory never mixes two layouts.
+ * Files are written under temporary names, all of them first, and renamed
+ * into place together; then the files of an earlier consolidation into the
+ * same directory that this one did not write are removed, so the directory
+ * never mixes two layouts, also after a failure.
  */
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -21,6 +23,7 @@
 #include <unistd.h>
 
 #include "accel/alloc.h"
+#include "accel/buf.h"
 #include "accel/fsutil.h"
 #include "accel/log.h"
 #include "ckpt_int.h"
@@ -28,6 +31,7 @@
 #define HF_MAX_SHARD 5000000000ull /* huggingface_hub's default */
 #define HF_SINGLE "model.safetensors"
 #define HF_INDEX "model.safetensors.index.json"
+#define PARTIAL ".partial-" /* see finish_files */
 
 static bool is_model(const struct ck_tensor *t)
 {
@@ -105,42 +109,62 @@ static enum accel_err write_shard(struct accel_ckpt *c, const char *out, const c
     return rc;
 }
 
-static enum accel_err write_index(const char *out, struct ck_tensor *const *model, size_t n,
-                                  const size_t *shard_of, size_t nshards, struct accel_error *err)
+/* A JSON string literal of s (quotes and escapes by cJSON) appended to b. */
+static enum accel_err add_json_string(struct accel_buf *b, const char *s)
 {
-    cJSON *root = cJSON_CreateObject(), *meta, *map;
+    cJSON *v = cJSON_CreateString(s);
+    char *q = v ? cJSON_PrintUnformatted(v) : NULL;
+    enum accel_err rc = q ? accel_buf_puts(b, q) : ACCEL_ENOMEM;
+
+    cJSON_free(q);
+    cJSON_Delete(v);
+    return rc;
+}
+
+/* The index as transformers writes it (json.dumps(indent=2, sort_keys=True)
+ * and a newline; the names are in name order already). */
+static enum accel_err write_index(const char *out, const char *file, struct ck_tensor *const *model,
+                                  size_t n, const size_t *shard_of, size_t nshards,
+                                  struct accel_error *err)
+{
+    struct accel_buf b;
+    struct ck_out f = {.fd = -1};
     uint64_t total = 0;
-    char path[4096], name[64], *json = NULL;
+    char name[64];
     enum accel_err rc;
 
     for (size_t i = 0; i < n; i++)
         total += tensor_bytes(model[i]);
-    if (!root || !(meta = cJSON_AddObjectToObject(root, "metadata")) ||
-        !cJSON_AddNumberToObject(meta, "total_size", (double)total) ||
-        !(map = cJSON_AddObjectToObject(root, "weight_map")))
-        goto nomem;
-    for (size_t i = 0; i < n; i++) {
+    accel_buf_init(&b, (size_t)ACCEL_CKPT_MAX_MANIFEST);
+    rc = accel_buf_printf(&b,
+                          "{\n  \"metadata\": {\n    \"total_size\": %llu\n  },\n"
+                          "  \"weight_map\": {\n",
+                          (unsigned long long)total);
+    for (size_t i = 0; rc == ACCEL_OK && i < n; i++) {
         shard_name(name, sizeof name, shard_of[i], nshards);
-        if (!cJSON_AddStringToObject(map, model[i]->t.name, name))
-            goto nomem;
+        rc = accel_buf_puts(&b, "    ");
+        if (rc == ACCEL_OK)
+            rc = add_json_string(&b, model[i]->t.name);
+        if (rc == ACCEL_OK)
+            rc = accel_buf_printf(&b, ": \"%s\"%s\n", name, i + 1 < n ? "," : "");
     }
-    if (!(json = cJSON_Print(root)))
-        goto nomem;
-    cJSON_Delete(root);
-    if (!ck_path(path, sizeof path, out, HF_INDEX)) {
-        cJSON_free(json);
-        return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", out);
+    if (rc == ACCEL_OK)
+        rc = accel_buf_puts(&b, "  }\n}\n");
+    if (rc != ACCEL_OK) {
+        accel_buf_free(&b);
+        return accel_error_set(err, rc, "consolidate: the index: %s", accel_strerror(rc));
     }
-    rc = accel_write_durable(path, json, strlen(json), 0666, err);
-    cJSON_free(json);
+    rc = ck_out_open(&f, out, file, err);
+    if (rc == ACCEL_OK)
+        rc = ck_out_write(&f, accel_buf_str(&b), b.len, err);
+    rc = ck_out_close(&f, rc, err);
+    accel_buf_free(&b);
     return rc;
-nomem:
-    cJSON_Delete(root);
-    return accel_error_set(err, ACCEL_ENOMEM, "consolidate: out of memory");
 }
 
 /* Removes model*.safetensors and the index that this consolidation did not
- * write (an earlier one's, of another layout). */
+ * write (an earlier one's, of another layout), and partial files a crashed
+ * one left. */
 static void remove_stale(const char *out, size_t nshards)
 {
     DIR *d = opendir(out);
@@ -153,7 +177,8 @@ static void remove_stale(const char *out, size_t nshards)
         size_t len = strlen(e->d_name);
         bool hf = (!strncmp(e->d_name, "model", 5) && len > 12 &&
                    !strcmp(e->d_name + len - 12, ".safetensors")) ||
-                  !strcmp(e->d_name, HF_INDEX);
+                  !strcmp(e->d_name, HF_INDEX) ||
+                  !strncmp(e->d_name, PARTIAL "model", sizeof(PARTIAL "model") - 1);
         bool keep = !hf || (nshards > 1 && !strcmp(e->d_name, HF_INDEX));
 
         for (size_t i = 0; !keep && i < nshards; i++) {
@@ -167,18 +192,94 @@ static void remove_stale(const char *out, size_t nshards)
     closedir(d);
 }
 
+/* huggingface_hub's split (split_state_dict_into_shards_factory), over the
+ * tensors in name order: a tensor over `max` bytes is a shard of its own,
+ * placed when it is met; otherwise a tensor that would take the open shard
+ * past `max` closes it first.  Shards are numbered in the order they close.
+ * Returns the count; shard_of[i] is tensor i's shard. */
+static size_t split(struct ck_tensor *const *model, size_t n, uint64_t max, size_t *shard_of)
+{
+    size_t nshards = 0, open_first = 0;
+    uint64_t size = 0;
+    bool open = false;
+
+    for (size_t i = 0; i < n; i++) {
+        uint64_t b = tensor_bytes(model[i]);
+        if (b > max) {
+            shard_of[i] = nshards++;
+            continue;
+        }
+        if (open && size + b > max) { /* close it: its tensors get its number now */
+            for (size_t k = open_first; k < i; k++)
+                if (shard_of[k] == SIZE_MAX)
+                    shard_of[k] = nshards;
+            nshards++;
+            open = false;
+        }
+        if (!open) {
+            open = true;
+            open_first = i;
+            size = 0;
+        }
+        shard_of[i] = SIZE_MAX; /* the open shard's, numbered when it closes */
+        size += b;
+    }
+    if (open) {
+        for (size_t k = open_first; k < n; k++)
+            if (shard_of[k] == SIZE_MAX)
+                shard_of[k] = nshards;
+        nshards++;
+    }
+    return nshards;
+}
+
+/* The files are written as ".partial-NAME" and renamed into place once all
+ * are (the index last), so a failure leaves the directory as it was: an
+ * earlier consolidation's files are never mixed with some of this one's. */
+
+static void partial_name(char *buf, size_t len, const char *name)
+{
+    snprintf(buf, len, PARTIAL "%s", name);
+}
+
+/* Renames the partial files into place (promote), or removes them. */
+static enum accel_err finish_files(const char *out, size_t nshards, bool promote,
+                                   struct accel_error *err)
+{
+    enum accel_err rc = ACCEL_OK;
+    char name[64], part[80], from[4200], to[4200];
+
+    for (size_t s = 0; s <= nshards; s++) { /* s == nshards: the index */
+        if (s == nshards && nshards == 1)
+            break;
+        if (s < nshards)
+            shard_name(name, sizeof name, s, nshards);
+        else
+            snprintf(name, sizeof name, "%s", HF_INDEX);
+        partial_name(part, sizeof part, name);
+        if (!ck_path(from, sizeof from, out, part) || !ck_path(to, sizeof to, out, name))
+            return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", out);
+        if (!promote)
+            unlink(from);
+        else if (rc == ACCEL_OK && rename(from, to) != 0)
+            rc = accel_error_sys(err, ACCEL_EIO, "couldn't rename %s to %s", from, to);
+    }
+    return rc;
+}
+
 enum accel_err accel_ckpt_consolidate(struct accel_ckpt *c, const char *out,
                                       uint64_t max_shard_bytes, struct accel_error *err)
 {
     struct ck_tensor **model = accel_calloc(c->nt ? c->nt : 1, sizeof *model);
+    struct ck_tensor **grouped = accel_calloc(c->nt ? c->nt : 1, sizeof *grouped);
     size_t *shard_of = accel_calloc(c->nt ? c->nt : 1, sizeof *shard_of);
-    size_t n = 0, nshards = 0, first = 0, bufsz = 0;
-    uint64_t size = 0, max = max_shard_bytes ? max_shard_bytes : HF_MAX_SHARD;
+    size_t *start = NULL, n = 0, nshards = 0, bufsz = 0;
+    uint64_t max = max_shard_bytes ? max_shard_bytes : HF_MAX_SHARD;
     enum accel_err rc = ACCEL_OK;
     void *buf = NULL;
-    char name[64];
+    char name[64], part[80];
 
-    if (!model || !shard_of) {
+    if (!model || !grouped || !shard_of) {
         rc = accel_error_set(err, ACCEL_ENOMEM, "consolidate: out of memory");
         goto out;
     }
@@ -189,40 +290,50 @@ enum accel_err accel_ckpt_consolidate(struct accel_ckpt *c, const char *out,
         rc = accel_error_set(err, ACCEL_ENOTFOUND, "%s: no model tensors (only optim.*)", c->dir);
         goto out;
     }
-    /* greedy, in name order: a tensor bigger than max gets a file of its own */
-    for (size_t i = 0; i < n; i++) {
-        uint64_t b = tensor_bytes(model[i]);
-        if (size > 0 && size + b > max) {
-            nshards++;
-            size = 0;
-        }
-        shard_of[i] = nshards;
-        size += b;
+    nshards = split(model, n, max, shard_of);
+    /* each shard's tensors together, in name order (a counting sort) */
+    if (!(start = accel_calloc(nshards + 1, sizeof *start))) {
+        rc = accel_error_set(err, ACCEL_ENOMEM, "consolidate: out of memory");
+        goto out;
     }
-    nshards++;
+    for (size_t i = 0; i < n; i++)
+        start[shard_of[i] + 1]++;
+    for (size_t s = 0; s < nshards; s++)
+        start[s + 1] += start[s];
+    for (size_t i = 0, *at = shard_of; i < n; i++, at++)
+        grouped[start[*at]++] = model[i];
+    for (size_t s = nshards; s > 0; s--) /* back to each shard's first */
+        start[s] = start[s - 1];
+    start[0] = 0;
     if (mkdir(out, 0777) != 0 && errno != EEXIST) {
         rc = accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO, "couldn't create %s",
                              out);
         goto out;
     }
     for (size_t s = 0; rc == ACCEL_OK && s < nshards; s++) {
-        size_t last = first;
-        while (last < n && shard_of[last] == s)
-            last++;
         shard_name(name, sizeof name, s, nshards);
-        rc = write_shard(c, out, name, model, first, last, &buf, &bufsz, err);
-        first = last;
+        partial_name(part, sizeof part, name);
+        rc = write_shard(c, out, part, grouped, start[s], start[s + 1], &buf, &bufsz, err);
     }
-    if (rc == ACCEL_OK && nshards > 1)
-        rc = write_index(out, model, n, shard_of, nshards, err);
-    if (rc == ACCEL_OK) {
-        remove_stale(out, nshards);
-        if (accel_fsync_dir(out) != 0)
-            rc = accel_error_sys(err, ACCEL_EIO, "couldn't fsync %s", out);
+    if (rc == ACCEL_OK && nshards > 1) {
+        partial_name(part, sizeof part, HF_INDEX);
+        rc = write_index(out, part, model, n, shard_of, nshards, err);
     }
+    if (rc == ACCEL_OK)
+        rc = finish_files(out, nshards, true, err);
+    if (rc != ACCEL_OK) {
+        struct accel_error ignored;
+        (void)finish_files(out, nshards, false, &ignored);
+        goto out;
+    }
+    remove_stale(out, nshards);
+    if (accel_fsync_dir(out) != 0)
+        rc = accel_error_sys(err, ACCEL_EIO, "couldn't fsync %s", out);
 out:
     accel_free(buf);
     accel_free(model);
+    accel_free(grouped);
     accel_free(shard_of);
+    accel_free(start);
     return rc;
 }

@@ -231,7 +231,8 @@ def check_model_file(path, want, label):
 
 
 def hf_split(names_sizes, limit):
-    """huggingface_hub's split_state_dict_into_shards_factory, for comparison."""
+    """huggingface_hub's split_state_dict_into_shards_factory (its algorithm, which the
+    pinned huggingface_hub does not need to be installed for)."""
     shards, cur, cur_size = [], [], 0
     for name, size in names_sizes:
         if size > limit:
@@ -265,6 +266,10 @@ def check_sharded(out, model, limit):
     except Exception as e:  # noqa: BLE001
         bad("sharded: model.safetensors.index.json is JSON", f"{type(e).__name__}: {e}")
         return
+    with open(index_path) as f:
+        text = f.read()
+    check("index: the text transformers writes (json.dumps(indent=2, sort_keys=True) + newline)",
+          text == json.dumps(index, indent=2, sort_keys=True) + "\n", text[:300])
     wm = index.get("weight_map", {})
     total = sum(len(raw) for _, _, raw in model.values())
     check("index: metadata.total_size is the sum of the tensors' bytes",
@@ -295,11 +300,10 @@ def check_sharded(out, model, limit):
     check(f"shards: each holds what the index says, at most {limit} bytes unless one tensor",
           not errors,
           "\n".join(errors[:MAX_ERRORS]))
-    ours = [sorted(k for k, v in wm.items() if v == f) for f in shard_files]
-    theirs = hf_split(sorted((k, len(v[2])) for k, v in model.items()), limit)
-    if sorted(map(sorted, theirs)) != sorted(ours):
-        print(f"# note: huggingface_hub would split these {len(model)} tensors into {len(theirs)} "
-              f"shards, accelrun wrote {len(ours)} (both valid): {theirs} vs {ours}", flush=True)
+    ours = [sorted(k for k, v in wm.items() if v == f) for f in sorted(shard_files)]
+    theirs = [sorted(x) for x in hf_split(sorted((k, len(v[2])) for k, v in model.items()), limit)]
+    check(f"shards: the split and the file order are huggingface_hub's ({len(theirs)} shards)",
+          ours == theirs, f"huggingface_hub: {theirs}\naccelrun:        {ours}")
 
 
 # ---------------------------------------------------------------- c

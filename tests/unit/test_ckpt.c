@@ -1710,8 +1710,71 @@ TEST(meta_and_shapes)
     remove_tmpdir();
 }
 
-TEST_LIST(T(st_round_trip), T(st_parse_rejects), T(st_parse_accepts), T(st_read_length),
-          T(reshard_bit_exact), T(rank_file_format), T(ranks_without_pieces), T(empty_checkpoint),
-          T(failed_save_commits_nothing), T(agree_error), T(incomplete_attempt), T(keep),
-          T(same_step_twice), T(corrupt_rank_file), T(corrupt_manifest), T(bad_arguments),
-          T(meta_and_shapes))
+/* consolidate: the split and files of huggingface_hub's layout; a
+ * consolidation that fails (a damaged piece) leaves the directory's earlier
+ * export as it was, with no partial file. */
+TEST(consolidate_all_or_nothing)
+{
+    struct model m;
+    struct accel_ckpt_save_opts o;
+    struct accel_error err = {0};
+    struct accel_ckpt *c;
+    char root[256], dir[512], hf[512], f0[600], path[700];
+    char *index1, *index2, *shard1, *shard2;
+    size_t len1, len2, slen1, slen2;
+
+    make_tmpdir();
+    model_init(&m, gpt_spec, sizeof gpt_spec / sizeof gpt_spec[0], 9);
+    snprintf(root, sizeof root, "%s/root", tmpdir);
+    snprintf(hf, sizeof hf, "%s/hf", tmpdir);
+    o = opts(root, 1, 2);
+    save_ok(&o, &m);
+    snprintf(dir, sizeof dir, "%s/step-00000001", root);
+    ASSERT_ACCEL_OK(accel_ckpt_open(&c, dir, &err), &err);
+    /* 60 bytes a shard, huggingface_hub's way: h.0.attn.weight (140 bytes)
+     * and h.1.x (96) are shards of their own when met (1, 2); h.0.bias (52)
+     * and ln_f.scale (4) share the shard that wte.bf16 (30) closes (3);
+     * wte.bf16 is the last (4) */
+    ASSERT_ACCEL_OK(accel_ckpt_consolidate(c, hf, 60, &err), &err);
+    accel_ckpt_close(c);
+    ASSERT_INT_EQ(count_entries(hf), 5);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", hf);
+    index1 = slurp(path, &len1);
+    ASSERT_CONTAINS(index1, "\"h.0.attn.weight\": \"model-00001-of-00004.safetensors\"");
+    ASSERT_CONTAINS(index1, "\"h.1.x\": \"model-00002-of-00004.safetensors\"");
+    ASSERT_CONTAINS(index1, "\"h.0.bias\": \"model-00003-of-00004.safetensors\"");
+    ASSERT_CONTAINS(index1, "\"ln_f.scale\": \"model-00003-of-00004.safetensors\"");
+    ASSERT_CONTAINS(index1, "\"wte.bf16\": \"model-00004-of-00004.safetensors\"");
+    ASSERT(strstr(index1, "optim.") == NULL);
+    snprintf(path, sizeof path, "%s/model-00004-of-00004.safetensors", hf);
+    shard1 = slurp(path, &slen1);
+
+    /* damage rank 1's piece of wte.bf16, the last shard's: the new export
+     * (one file) fails after writing, and the old one stays whole */
+    snprintf(f0, sizeof f0, "%s/rank-00001-of-00002.safetensors", dir);
+    flip_byte(f0, data_offset(f0, "wte.bf16") + 1);
+    ASSERT_ACCEL_OK(accel_ckpt_open(&c, dir, &err), &err);
+    ASSERT_ERR(accel_ckpt_consolidate(c, hf, 0, &err), &err, ACCEL_EIO, "checksum mismatch");
+    accel_ckpt_close(c);
+    ASSERT_INT_EQ(count_entries(hf), 5);
+    snprintf(path, sizeof path, "%s/model.safetensors", hf);
+    ASSERT(!exists(path));
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", hf);
+    index2 = slurp(path, &len2);
+    ASSERT(len1 == len2 && memcmp(index1, index2, len1) == 0);
+    snprintf(path, sizeof path, "%s/model-00004-of-00004.safetensors", hf);
+    shard2 = slurp(path, &slen2);
+    ASSERT(slen1 == slen2 && memcmp(shard1, shard2, slen1) == 0);
+    accel_free(index1);
+    accel_free(index2);
+    accel_free(shard1);
+    accel_free(shard2);
+    model_free(&m);
+    remove_tmpdir();
+}
+
+TEST_LIST(T(consolidate_all_or_nothing), T(st_round_trip), T(st_parse_rejects), T(st_parse_accepts),
+          T(st_read_length), T(reshard_bit_exact), T(rank_file_format), T(ranks_without_pieces),
+          T(empty_checkpoint), T(failed_save_commits_nothing), T(agree_error),
+          T(incomplete_attempt), T(keep), T(same_step_twice), T(corrupt_rank_file),
+          T(corrupt_manifest), T(bad_arguments), T(meta_and_shapes))
