@@ -22,6 +22,7 @@
 
 struct ck_piece {
     uint32_t file;
+    uint32_t tensor; /* its index in c->t (set by ck_check) */
     uint64_t lo, hi;
     uint64_t xxh3;
 };
@@ -52,6 +53,9 @@ struct accel_ckpt {
     size_t np;
     struct ck_file *f; /* f[r] is rank r's file */
     size_t nf;
+    /* file r's pieces: by_file[file_first[r] .. file_first[r + 1]), indices
+     * into p in tensor order (set by ck_check) */
+    size_t *by_file, *file_first;
     void *scratch; /* a piece read in part */
     size_t scratch_len;
 };
@@ -70,12 +74,19 @@ struct accel_ckpt *ck_new(const char *dir, unsigned long step, unsigned world,
 /* Sorts c->t by name and each tensor's pieces by lo (pieces are given in
  * c->p with c->t[i].first/n naming them) and checks everything the reader
  * relies on: a valid type, shape and numel, no name twice, pieces that tile
- * [0, numel) exactly, files in range.  `what` names the source in messages
+ * [0, numel) exactly, files in range, at most one piece of a tensor in a
+ * file; and indexes the pieces by file.  `what` names the source in messages
  * (the manifest, or "step-… (from the rank files)"). */
 enum accel_err ck_check(struct accel_ckpt *c, const char *what, struct accel_error *err);
 
 /* The manifest of c, as a new string (cJSON_free). */
 char *ck_manifest_json(const struct accel_ckpt *c, struct accel_error *err);
+
+/* accel_ckpt_list; with load false the manifests are not read: `committed`
+ * then says a manifest is there, and world and bytes stay 0 (for finding
+ * the newest, and for the clean-up, which must not parse every step). */
+enum accel_err ck_list(const char *root, bool load, struct accel_ckpt_entry **out, size_t *n,
+                       struct accel_error *err);
 
 /* Reads and checks dir/manifest.json into a new checkpoint.  ACCEL_ENOTFOUND
  * when there is no manifest (an attempt that did not commit). */

@@ -114,27 +114,18 @@ enum accel_err ck_open_file(struct accel_ckpt *c, uint32_t f, struct accel_error
     rc = st_read(file->fd, file->bytes, ST_MAX_HEADER, path, &file->h, err);
     if (rc != ACCEL_OK)
         return rc;
-    for (size_t i = 0; i < c->nt; i++) {
-        const struct ck_tensor *t = &c->t[i];
-        size_t here = 0; /* a file holds one piece of a tensor: one name, one range */
-        for (size_t k = 0; k < t->n; k++) {
-            const struct ck_piece *p = &c->p[t->first + k];
-            const struct st_tensor *s;
-            if (p->file != f)
-                continue;
-            expect++;
-            if (++here > 1)
-                return accel_error_set(err, ACCEL_EPARSE,
-                                       "%s: the manifest puts two pieces of tensor '%s' there",
-                                       path, t->t.name);
-            s = st_find(&file->h, t->t.name);
-            if (!s || s->ndim != 1 || s->shape[0] != p->hi - p->lo ||
-                strcmp(s->dtype, accel_dtype_st_name(t->t.dtype)) != 0)
-                return accel_error_set(
-                    err, ACCEL_EPARSE,
-                    "%s: tensor '%s' is not the 1-D %s of %" PRIu64 " elements the manifest says",
-                    path, t->t.name, accel_dtype_st_name(t->t.dtype), p->hi - p->lo);
-        }
+    for (size_t j = c->file_first[f]; j < c->file_first[f + 1]; j++) {
+        const struct ck_piece *p = &c->p[c->by_file[j]];
+        const struct ck_tensor *t = &c->t[p->tensor];
+        const struct st_tensor *s = st_find(&file->h, t->t.name);
+
+        expect++;
+        if (!s || s->ndim != 1 || s->shape[0] != p->hi - p->lo ||
+            strcmp(s->dtype, accel_dtype_st_name(t->t.dtype)) != 0)
+            return accel_error_set(err, ACCEL_EPARSE,
+                                   "%s: tensor '%s' is not the 1-D %s of %" PRIu64
+                                   " elements the manifest says",
+                                   path, t->t.name, accel_dtype_st_name(t->t.dtype), p->hi - p->lo);
     }
     if (file->h.nt != expect)
         return accel_error_set(err, ACCEL_EPARSE, "%s: %zu tensors, the manifest puts %zu there",

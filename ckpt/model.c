@@ -88,6 +88,44 @@ static int piece_by_lo(const void *a, const void *b)
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
+/* c->by_file and c->file_first (a counting sort of the pieces by file, in
+ * tensor order within a file), checking that a file holds at most one
+ * piece of a tensor: its rank file has one tensor of that name. */
+static enum accel_err index_by_file(struct accel_ckpt *c, const char *what, struct accel_error *err)
+{
+    size_t *next;
+
+    accel_free(c->by_file);
+    accel_free(c->file_first);
+    c->by_file = accel_malloc((c->np ? c->np : 1) * sizeof *c->by_file);
+    c->file_first = accel_calloc(c->nf + 1, sizeof *c->file_first);
+    next = accel_calloc(c->nf + 1, sizeof *next);
+    if (!c->by_file || !c->file_first || !next) {
+        accel_free(next);
+        return accel_error_set(err, ACCEL_ENOMEM, "%s: out of memory", what);
+    }
+    for (size_t i = 0; i < c->nt; i++)
+        for (size_t k = 0; k < c->t[i].n; k++)
+            c->file_first[c->p[c->t[i].first + k].file + 1]++;
+    for (size_t f = 0; f < c->nf; f++)
+        c->file_first[f + 1] += c->file_first[f];
+    memcpy(next, c->file_first, (c->nf + 1) * sizeof *next);
+    for (size_t i = 0; i < c->nt; i++)
+        for (size_t k = 0; k < c->t[i].n; k++) {
+            size_t idx = c->t[i].first + k, f = c->p[idx].file;
+            c->p[idx].tensor = (uint32_t)i;
+            if (next[f] > c->file_first[f] && c->p[c->by_file[next[f] - 1]].tensor == i) {
+                accel_free(next);
+                return accel_error_set(err, ACCEL_EPARSE,
+                                       "%s: tensor '%s': two pieces in %s (one a rank)", what,
+                                       c->t[i].t.name, c->f[f].name);
+            }
+            c->by_file[next[f]++] = idx;
+        }
+    accel_free(next);
+    return ACCEL_OK;
+}
+
 enum accel_err ck_check(struct accel_ckpt *c, const char *what, struct accel_error *err)
 {
     qsort(c->t, c->nt, sizeof *c->t, tensor_by_name);
@@ -122,7 +160,7 @@ enum accel_err ck_check(struct accel_ckpt *c, const char *what, struct accel_err
                                    " elements",
                                    what, t->t.name, at, t->numel);
     }
-    return ACCEL_OK;
+    return index_by_file(c, what, err);
 }
 
 /* ---------------------------------------------------------------- writing */

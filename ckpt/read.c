@@ -88,6 +88,8 @@ void accel_ckpt_close(struct accel_ckpt *c)
     accel_free(c->f);
     accel_free(c->t);
     accel_free(c->p);
+    accel_free(c->by_file);
+    accel_free(c->file_first);
     accel_free(c->meta);
     accel_free(c->scratch);
     accel_free(c->dir);
@@ -100,8 +102,8 @@ static int entry_by_step(const void *a, const void *b)
     return x->step < y->step ? -1 : x->step > y->step;
 }
 
-enum accel_err accel_ckpt_list(const char *root, struct accel_ckpt_entry **out, size_t *n,
-                               struct accel_error *err)
+enum accel_err ck_list(const char *root, bool load, struct accel_ckpt_entry **out, size_t *n,
+                       struct accel_error *err)
 {
     DIR *d;
     struct dirent *e;
@@ -136,7 +138,10 @@ enum accel_err accel_ckpt_list(const char *root, struct accel_ckpt_entry **out, 
         memset(&v[len], 0, sizeof v[len]);
         v[len].step = step;
         memcpy(v[len].name, e->d_name, 14); /* "step-NNNNNNNN" and its NUL */
-        if (ck_load(&c, dir, &ignored) == ACCEL_OK) {
+        if (!load) {
+            char m[4200];
+            v[len].committed = ck_path(m, sizeof m, dir, CK_MANIFEST) && access(m, F_OK) == 0;
+        } else if (ck_load(&c, dir, &ignored) == ACCEL_OK) {
             v[len].committed = true;
             v[len].world = c->world;
             for (size_t i = 0; i < c->nf; i++)
@@ -157,6 +162,12 @@ enum accel_err accel_ckpt_list(const char *root, struct accel_ckpt_entry **out, 
     return ACCEL_OK;
 }
 
+enum accel_err accel_ckpt_list(const char *root, struct accel_ckpt_entry **out, size_t *n,
+                               struct accel_error *err)
+{
+    return ck_list(root, true, out, n, err);
+}
+
 enum accel_err accel_ckpt_open(struct accel_ckpt **out, const char *path, struct accel_error *err)
 {
     struct accel_ckpt_entry *e = NULL;
@@ -169,17 +180,17 @@ enum accel_err accel_ckpt_open(struct accel_ckpt **out, const char *path, struct
         return accel_error_set(err, ACCEL_EINVAL, "checkpoint open: no path, or one too long");
     if (access(manifest, F_OK) == 0) /* a checkpoint directory */
         return ck_load(out, path, err);
-    rc = accel_ckpt_list(path, &e, &n, err);
+    rc = ck_list(path, false, &e, &n, err);
     if (rc != ACCEL_OK)
         return rc;
     for (size_t i = n; i-- > 0;) {
-        ck_path(dir, sizeof dir, path, e[i].name);
-        /* one with a manifest that does not load: its error, not an older one */
-        if (!e[i].committed && (!ck_path(manifest, sizeof manifest, dir, CK_MANIFEST) ||
-                                access(manifest, F_OK) != 0)) {
+        if (!e[i].committed) {
             incomplete++;
             continue;
         }
+        /* the newest with a manifest: its error if it does not load, never
+         * an older one in its place */
+        ck_path(dir, sizeof dir, path, e[i].name);
         accel_free(e);
         return ck_load(out, dir, err);
     }

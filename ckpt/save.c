@@ -373,43 +373,45 @@ static void remove_strays(const struct accel_ckpt *c)
 }
 
 /* Deletes the committed checkpoints older than the keep - 1 newest before
- * `step`, and every attempt older than `step` that never committed. */
+ * `step`, and every attempt older than `step` that never committed.  A
+ * manifest that does not load (another version's, unreadable) is not an
+ * attempt: neither counted nor deleted.  Only the checkpoints counted and
+ * those deleted are parsed, so a save reads about `keep` manifests. */
 static void collect(const char *root, unsigned long step, unsigned keep)
 {
     struct accel_ckpt_entry *e = NULL;
     struct accel_error err;
     size_t n = 0, kept = 1;
-    char path[4096], manifest[4200];
+    char path[4096];
 
-    if (accel_ckpt_list(root, &e, &n, &err) != ACCEL_OK) {
+    if (ck_list(root, false, &e, &n, &err) != ACCEL_OK) {
         accel_log(ACCEL_LOG_WARN, "checkpoint: no clean-up of %s: %s", root, err.msg);
         return;
     }
     for (size_t i = n; i-- > 0;) {
-        if (e[i].step >= step)
+        struct accel_ckpt *c = NULL;
+
+        if (e[i].step >= step || !ck_path(path, sizeof path, root, e[i].name))
             continue;
-        if (e[i].committed && (keep == 0 || kept < keep)) {
-            kept++;
-            continue;
-        }
-        if (!ck_path(path, sizeof path, root, e[i].name))
-            continue;
-        /* a manifest that did not load (another version's, unreadable) is
-         * not an attempt: left alone */
-        if (!e[i].committed && (!ck_path(manifest, sizeof manifest, path, CK_MANIFEST) ||
-                                access(manifest, F_OK) == 0 || errno != ENOENT)) {
-            accel_log(ACCEL_LOG_WARN, "checkpoint: left %s alone: its %s does not load", path,
-                      CK_MANIFEST);
-            continue;
+        if (e[i].committed) {
+            if (ck_load(&c, path, &err) != ACCEL_OK) {
+                accel_log(ACCEL_LOG_WARN, "checkpoint: left %s alone: its %s does not load (%s)",
+                          path, CK_MANIFEST, err.msg);
+                continue;
+            }
+            accel_ckpt_close(c);
+            if (keep == 0 || kept < keep) {
+                kept++;
+                continue;
+            }
         }
         if (ck_remove_dir(path) != 0)
-            accel_log(ACCEL_LOG_WARN, "checkpoint: couldn't remove %s/%s: %s", root, e[i].name,
-                      strerror(errno));
+            accel_log(ACCEL_LOG_WARN, "checkpoint: couldn't remove %s: %s", path, strerror(errno));
     }
     accel_free(e);
 }
 
-/* The newest committed step under root; 0 when none (or unreadable). */
+/* The newest step under root with a manifest; 0 when none (or unreadable). */
 static unsigned long newest_committed(const char *root)
 {
     struct accel_ckpt_entry *e = NULL;
@@ -417,7 +419,7 @@ static unsigned long newest_committed(const char *root)
     unsigned long best = 0;
     size_t n = 0;
 
-    if (accel_ckpt_list(root, &e, &n, &err) != ACCEL_OK)
+    if (ck_list(root, false, &e, &n, &err) != ACCEL_OK)
         return 0;
     for (size_t i = 0; i < n; i++)
         if (e[i].committed && e[i].step > best)
