@@ -67,6 +67,9 @@ bool ck_parse_step_name(const char *name, unsigned long *step);
 /* "rank-00003-of-00004.safetensors" */
 void ck_rank_name(char *buf, size_t len, unsigned rank, unsigned world);
 
+/* An XXH3 as the manifest writes it: exactly 16 lowercase hex digits. */
+bool ck_parse_hex64(const char *s, uint64_t *out);
+
 /* A new, empty checkpoint of `world` files (names set, fds -1) for dir. */
 struct accel_ckpt *ck_new(const char *dir, unsigned long step, unsigned world,
                           struct accel_error *err);
@@ -108,6 +111,11 @@ enum accel_err ck_open_file(struct accel_ckpt *c, uint32_t f, struct accel_error
 #define CK_CHUNK (64u << 20)
 enum accel_err ck_pread(struct accel_ckpt *c, uint32_t f, void *dst, uint64_t off, uint64_t len,
                         uint64_t sum, const char *tensor, struct accel_error *err);
+
+/* commit.c: rank 0's commit of step o->step in dir, once every rank's file
+ * is there (save.c's protocol). */
+enum accel_err ck_commit(const struct accel_ckpt_save_opts *o, const char *dir,
+                         struct accel_error *err);
 
 /* A file written durably in a directory: created as name.tmp, written,
  * then (ck_out_close with rc ACCEL_OK) fsynced and renamed to name, or

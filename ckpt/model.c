@@ -234,7 +234,7 @@ out:
 
 /* ---------------------------------------------------------------- reading */
 
-static bool parse_hex64(const char *s, uint64_t *out)
+bool ck_parse_hex64(const char *s, uint64_t *out)
 {
     uint64_t v = 0;
 
@@ -332,7 +332,7 @@ static enum accel_err load_tensor(struct accel_ckpt *c, const cJSON *e, struct c
             file >= c->nf || !st_json_uint(q->child->next, &p->lo) ||
             !st_json_uint(q->child->next->next, &p->hi) ||
             !cJSON_IsString(q->child->next->next->next) ||
-            !parse_hex64(q->child->next->next->next->valuestring, &p->xxh3))
+            !ck_parse_hex64(q->child->next->next->next->valuestring, &p->xxh3))
             return accel_error_set(err, ACCEL_EPARSE,
                                    "%s: tensor '%s': a piece is not [FILE, LO, HI, \"XXH3\"]", path,
                                    t->t.name);

@@ -1,0 +1,313 @@
+/*
+ * commit.c: rank 0's part of a save (save.c has the protocol): the rank
+ * files' headers and declared pieces read back and merged into one model of
+ * the checkpoint, checked (ck_check), the directory cleared of an earlier
+ * attempt's files, the manifest written durably (the commit), `latest`
+ * moved forward, and the checkpoints older than the `keep` newest deleted.
+ */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "accel/alloc.h"
+#include "accel/fsutil.h"
+#include "accel/log.h"
+#include "ckpt_int.h"
+
+/* Rank r's declared pieces, appended to c (tensors may repeat across files:
+ * merged by commit_model). */
+static enum accel_err read_declared(struct accel_ckpt *c, unsigned r, size_t *cap,
+                                    struct accel_error *err)
+{
+    struct ck_file *f = &c->f[r];
+    char path[4096];
+    struct stat st;
+    enum accel_err rc;
+    const char *json;
+    cJSON *doc = NULL;
+    const cJSON *ps;
+    uint64_t rank, world, step;
+    int fd;
+
+    if (!ck_path(path, sizeof path, c->dir, f->name))
+        return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", c->dir);
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return accel_error_sys(err, ACCEL_EIO, "couldn't open %s", path);
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return accel_error_sys(err, ACCEL_EIO, "couldn't stat %s", path);
+    }
+    f->bytes = (uint64_t)st.st_size;
+    rc = st_read(fd, f->bytes, ST_MAX_HEADER, path, &f->h, err);
+    close(fd);
+    if (rc != ACCEL_OK)
+        return rc;
+    json = st_meta(&f->h, CK_META_PIECES);
+    doc = json ? cJSON_Parse(json) : NULL;
+    ps = cJSON_GetObjectItemCaseSensitive(doc, "pieces");
+    if (!cJSON_IsObject(ps) ||
+        !st_json_uint(cJSON_GetObjectItemCaseSensitive(doc, "rank"), &rank) ||
+        !st_json_uint(cJSON_GetObjectItemCaseSensitive(doc, "world_size"), &world) ||
+        !st_json_uint(cJSON_GetObjectItemCaseSensitive(doc, "step"), &step) || rank != r ||
+        world != c->world || step != c->step) {
+        rc = accel_error_set(err, ACCEL_EPARSE,
+                             "%s: __metadata__[\"%s\"] is missing, malformed, or from another "
+                             "rank, world size or step",
+                             path, CK_META_PIECES);
+        goto out;
+    }
+    for (const cJSON *e = ps->child; e; e = e->next) {
+        struct ck_tensor *t;
+        struct ck_piece *p;
+        const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
+
+        if (c->np == *cap) {
+            size_t ncap = *cap ? 2 * *cap : 64;
+            void *nt = accel_realloc(c->t, ncap * sizeof *c->t);
+            if (nt)
+                c->t = nt;
+            void *np = nt ? accel_realloc(c->p, ncap * sizeof *c->p) : NULL;
+            if (!np) {
+                rc = accel_error_set(err, ACCEL_ENOMEM, "checkpoint commit: out of memory");
+                goto out;
+            }
+            c->p = np;
+            *cap = ncap;
+        }
+        t = &c->t[c->nt];
+        p = &c->p[c->np];
+        memset(t, 0, sizeof *t);
+        memset(p, 0, sizeof *p);
+        t->first = c->np;
+        t->n = 1;
+        p->file = r;
+        if (!(t->t.name = accel_strdup(e->string))) {
+            rc = accel_error_set(err, ACCEL_ENOMEM, "checkpoint commit: out of memory");
+            goto out;
+        }
+        c->nt++;
+        c->np++;
+        if (!cJSON_IsString(dt) || !accel_dtype_from_st_name(dt->valuestring, &t->t.dtype) ||
+            !cJSON_IsArray(shape) || cJSON_GetArraySize(shape) > ACCEL_CKPT_MAX_DIMS ||
+            !st_json_uint(cJSON_GetObjectItemCaseSensitive(e, "lo"), &p->lo) ||
+            !st_json_uint(cJSON_GetObjectItemCaseSensitive(e, "hi"), &p->hi) ||
+            !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "xxh3")) ||
+            !ck_parse_hex64(cJSON_GetObjectItemCaseSensitive(e, "xxh3")->valuestring, &p->xxh3)) {
+            rc = accel_error_set(err, ACCEL_EPARSE, "%s: piece '%s' is malformed", path, e->string);
+            goto out;
+        }
+        for (const cJSON *d = shape->child; d; d = d->next)
+            if (!st_json_uint(d, &t->t.shape[t->t.ndim++])) {
+                rc = accel_error_set(err, ACCEL_EPARSE, "%s: piece '%s': bad shape", path,
+                                     e->string);
+                goto out;
+            }
+    }
+out:
+    cJSON_Delete(doc);
+    st_header_free(&f->h);
+    return rc;
+}
+
+static int record_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct ck_tensor *)a)->t.name, ((const struct ck_tensor *)b)->t.name);
+}
+
+/* One tensor per name out of the records read_declared made (one per
+ * piece): the records of a name must agree on type and shape; their pieces
+ * end up next to each other. */
+static enum accel_err merge_records(struct accel_ckpt *c, struct accel_error *err)
+{
+    struct ck_tensor *t = accel_calloc(c->nt ? c->nt : 1, sizeof *t);
+    struct ck_piece *p = accel_calloc(c->np ? c->np : 1, sizeof *p);
+    enum accel_err rc = ACCEL_OK;
+    size_t nt = 0;
+
+    if (!t || !p) {
+        accel_free(t);
+        accel_free(p);
+        return accel_error_set(err, ACCEL_ENOMEM, "checkpoint commit: out of memory");
+    }
+    if (c->nt) /* c->t is NULL when no rank has a piece */
+        qsort(c->t, c->nt, sizeof *c->t, record_cmp);
+    for (size_t i = 0; i < c->nt; i++) {
+        struct ck_tensor *r = &c->t[i], *last = nt ? &t[nt - 1] : NULL;
+
+        p[i] = c->p[r->first];
+        if (last && !strcmp(last->t.name, r->t.name)) {
+            if (rc == ACCEL_OK && (last->t.dtype != r->t.dtype || last->t.ndim != r->t.ndim ||
+                                   memcmp(last->t.shape, r->t.shape, sizeof r->t.shape) != 0))
+                rc = accel_error_set(err, ACCEL_EINVAL,
+                                     "checkpoint commit: tensor '%s': ranks %u and %u saved it "
+                                     "with different types or shapes",
+                                     r->t.name, p[last->first].file, p[i].file);
+            last->n++;
+            accel_free((char *)r->t.name);
+        } else {
+            t[nt] = *r; /* takes the name */
+            t[nt].first = i;
+            t[nt++].n = 1;
+        }
+    }
+    accel_free(c->t);
+    accel_free(c->p);
+    c->t = t;
+    c->nt = nt;
+    c->p = p;
+    return rc;
+}
+
+/* Removes what a directory being committed holds besides this world's rank
+ * files: files of an earlier attempt (another world size, temporaries). */
+static void remove_strays(const struct accel_ckpt *c)
+{
+    DIR *d = opendir(c->dir);
+    struct dirent *e;
+
+    if (!d)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        bool ours = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+        for (size_t r = 0; !ours && r < c->nf; r++)
+            ours = !strcmp(e->d_name, c->f[r].name);
+        if (!ours && unlinkat(dirfd(d), e->d_name, 0) != 0)
+            accel_log(ACCEL_LOG_WARN, "checkpoint: couldn't remove %s/%s: %s", c->dir, e->d_name,
+                      strerror(errno));
+    }
+    closedir(d);
+}
+
+/* Deletes the committed checkpoints older than the keep - 1 newest before
+ * `step`, and every attempt older than `step` that never committed.  A
+ * manifest that does not load (another version's, unreadable) is not an
+ * attempt: neither counted nor deleted.  Only the checkpoints counted and
+ * those deleted are parsed, so a save reads about `keep` manifests. */
+static void collect(const char *root, unsigned long step, unsigned keep)
+{
+    struct accel_ckpt_entry *e = NULL;
+    struct accel_error err;
+    size_t n = 0, kept = 1;
+    char path[4096];
+
+    if (ck_list(root, false, &e, &n, &err) != ACCEL_OK) {
+        accel_log(ACCEL_LOG_WARN, "checkpoint: no clean-up of %s: %s", root, err.msg);
+        return;
+    }
+    for (size_t i = n; i-- > 0;) {
+        struct accel_ckpt *c = NULL;
+
+        if (e[i].step >= step || !ck_path(path, sizeof path, root, e[i].name))
+            continue;
+        if (e[i].committed) {
+            if (ck_load(&c, path, &err) != ACCEL_OK) {
+                accel_log(ACCEL_LOG_WARN, "checkpoint: left %s alone: its %s does not load (%s)",
+                          path, CK_MANIFEST, err.msg);
+                continue;
+            }
+            accel_ckpt_close(c);
+            if (keep == 0 || kept < keep) {
+                kept++;
+                continue;
+            }
+        }
+        if (ck_remove_dir(path) != 0)
+            accel_log(ACCEL_LOG_WARN, "checkpoint: couldn't remove %s: %s", path, strerror(errno));
+    }
+    accel_free(e);
+}
+
+/* The newest step under root with a manifest; 0 when none (or unreadable). */
+static unsigned long newest_committed(const char *root)
+{
+    struct accel_ckpt_entry *e = NULL;
+    struct accel_error err;
+    unsigned long best = 0;
+    size_t n = 0;
+
+    if (ck_list(root, false, &e, &n, &err) != ACCEL_OK)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (e[i].committed && e[i].step > best)
+            best = e[i].step;
+    accel_free(e);
+    return best;
+}
+
+enum accel_err ck_commit(const struct accel_ckpt_save_opts *o, const char *dir,
+                         struct accel_error *err)
+{
+    enum accel_err rc = ACCEL_OK;
+    struct accel_ckpt *c;
+    char path[4096], line[32], *json = NULL;
+    struct accel_error lerr = {0};
+    size_t cap = 0;
+
+    if (accel_fsync_dir(dir) != 0)
+        return accel_error_sys(err, ACCEL_EIO, "couldn't fsync %s", dir);
+    c = ck_new(dir, o->step, o->world, err);
+    if (!c)
+        return ACCEL_ENOMEM;
+    for (unsigned r = 0; rc == ACCEL_OK && r < o->world; r++)
+        rc = read_declared(c, r, &cap, err);
+    if (rc == ACCEL_OK)
+        rc = merge_records(c, err);
+    if (rc == ACCEL_OK && (rc = ck_check(c, dir, err)) == ACCEL_EPARSE) {
+        rc = ACCEL_EINVAL; /* pieces that overlap or leave holes: the ranks' arguments */
+        if (err)
+            err->code = rc;
+    }
+    /* each file's header against what the model now says (ck_piece_at's check) */
+    for (size_t i = 0; rc == ACCEL_OK && i < c->nt; i++) {
+        uint64_t off, len;
+        for (size_t k = 0; rc == ACCEL_OK && k < c->t[i].n; k++)
+            rc = ck_piece_at(c, &c->t[i], k, &off, &len, err);
+    }
+    if (rc != ACCEL_OK)
+        goto out;
+    remove_strays(c);
+    c->meta = (struct accel_ckpt_kv *)o->meta; /* borrowed for the manifest */
+    c->nmeta = o->nmeta;
+    json = ck_manifest_json(c, err);
+    c->meta = NULL;
+    c->nmeta = 0;
+    if (!json) {
+        rc = ACCEL_ENOMEM;
+        goto out;
+    }
+    if (!ck_path(path, sizeof path, dir, CK_MANIFEST)) {
+        rc = accel_error_set(err, ACCEL_EINVAL, "path too long: %s", dir);
+        goto out;
+    }
+    rc = accel_write_durable(path, json, strlen(json), 0666, err);
+    if (rc != ACCEL_OK)
+        goto out;
+    /* committed: from here on a failure only leaves `latest` behind; and it
+     * only moves forward (a root may hold newer steps than this one) */
+    ck_step_name(line, sizeof line - 1, o->step);
+    strcat(line, "\n");
+    if (newest_committed(o->root) > o->step)
+        accel_log(ACCEL_LOG_INFO,
+                  "checkpoint: step %lu is committed; %s/%s keeps naming a newer "
+                  "step",
+                  o->step, o->root, CK_LATEST);
+    else if (!ck_path(path, sizeof path, o->root, CK_LATEST) ||
+             accel_write_durable(path, line, strlen(line), 0666, &lerr) != ACCEL_OK)
+        accel_log(ACCEL_LOG_WARN,
+                  "checkpoint: step %lu is committed, but %s/%s was not "
+                  "updated: %s",
+                  o->step, o->root, CK_LATEST, lerr.msg);
+    collect(o->root, o->step, o->keep);
+out:
+    cJSON_free(json);
+    accel_ckpt_close(c);
+    return rc;
+}
