@@ -154,7 +154,7 @@ static enum accel_err collect_pieces(struct accel_shard *s, struct saved *v,
         save_range(s, d, &a, &b);
         if (a == b)
             continue;
-        for (unsigned k = 0; k <= ns; k++) {
+        for (unsigned k = 0; rc == ACCEL_OK && k <= ns; k++) {
             const float *buf = k ? d->state[k - 1] : d->master;
             src[k] = buf + (a - d->begin);
             if (dev) { /* waits for the stream: the values after the last step */
@@ -179,6 +179,8 @@ enum accel_err accel_shard_save(struct accel_shard *s, const char *root, unsigne
     size_t n = 0;
     enum accel_err rc;
 
+    /* argument errors return before the save's agreement: they are the
+     * same on every rank (the trainer passes the same metadata everywhere) */
     if (nmeta > ACCEL_CKPT_MAX_META - 5 || (nmeta && !meta))
         return accel_error_set(err, ACCEL_ETOOBIG, "shard: save: at most %d metadata entries",
                                ACCEL_CKPT_MAX_META - 5);
@@ -327,7 +329,9 @@ static enum accel_err load_all(struct accel_shard *s, struct accel_ckpt *c, stru
 enum accel_err accel_shard_load(struct accel_shard *s, struct accel_ckpt *c,
                                 struct accel_error *err)
 {
-    enum accel_err rc = load_all(s, c, err), arc;
+    /* NULL: this rank could not open it (its error is the caller's): it
+     * only takes part in the agreement, so that the others fail too */
+    enum accel_err rc = c ? load_all(s, c, err) : ACCEL_EINVAL, arc;
     bool all = false;
     struct accel_error e2;
 
@@ -341,6 +345,6 @@ enum accel_err accel_shard_load(struct accel_shard *s, struct accel_ckpt *c,
             return accel_error_set(err, ACCEL_EPEER,
                                    "shard: load: rank %u of %u could not load %s (its log says "
                                    "why)",
-                                   r, s->world, accel_ckpt_dir(c));
+                                   r, s->world, c ? accel_ckpt_dir(c) : "the checkpoint");
     return ACCEL_OK;
 }

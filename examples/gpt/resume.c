@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "accel/alloc.h"
 #include "accel/ckpt.h"
 #include "resume.h"
 
@@ -31,41 +32,93 @@ void gpt_run_meta(const struct gpt_args *a, uint64_t data_hash, struct gpt_run_m
     m->n = GPT_RUN_KEYS;
 }
 
-int gpt_resume(struct accel_shard *s, const struct gpt_args *a, uint64_t data_hash, size_t *start,
-               unsigned *from, struct accel_error *err)
+/* Rank 0's choice, through the store, so that every rank opens the same
+ * directory (each rank's own "newest" could differ while another job
+ * saves, or through NFS's caches): "" for none, "!why" when rank 0 could
+ * not open the root, else the checkpoint's directory. */
+#define RESUME_KEY "train_gpt.resume"
+
+static int choose(struct accel_store *store, unsigned rank, const char *root, char **choice,
+                  struct accel_error *err)
 {
     struct accel_ckpt *c = NULL;
-    struct gpt_run_meta m;
     enum accel_err rc;
+    size_t len;
+    char *v;
+
+    if (rank != 0) {
+        if (accel_store_get(store, RESUME_KEY, (void **)&v, &len, err) != ACCEL_OK)
+            return -1;
+        *choice = v; /* NUL-terminated as rank 0 set it */
+        return 0;
+    }
+    rc = accel_ckpt_open(&c, root, err);
+    if (rc == ACCEL_OK)
+        v = accel_strdup(accel_ckpt_dir(c));
+    else if (rc == ACCEL_ENOTFOUND)
+        v = accel_strdup("");
+    else if ((v = accel_malloc(strlen(err->msg) + 2)))
+        sprintf(v, "!%s", err->msg);
+    accel_ckpt_close(c);
+    if (!v || accel_store_set(store, RESUME_KEY, v, strlen(v) + 1, err) != ACCEL_OK) {
+        accel_free(v);
+        return -1;
+    }
+    *choice = v;
+    return 0;
+}
+
+int gpt_resume(struct accel_shard *s, struct accel_store *store, unsigned rank,
+               const struct gpt_args *a, uint64_t data_hash, size_t *start, unsigned *from,
+               struct accel_error *err)
+{
+    struct accel_ckpt *c = NULL;
+    struct accel_error mine;
+    struct gpt_run_meta m;
+    char *dir = NULL;
+    int ok = -1;
 
     *start = 0;
     *from = 0;
-    rc = accel_ckpt_open(&c, a->ckpt_dir, err);
-    if (rc == ACCEL_ENOTFOUND) { /* nothing to resume: a fresh run */
+    if (choose(store, rank, a->ckpt_dir, &dir, err))
+        return -1;
+    if (dir[0] == '\0') { /* nothing to resume: a fresh run, on every rank */
         accel_error_clear(err);
+        accel_free(dir);
         return 0;
     }
-    if (rc != ACCEL_OK)
+    if (dir[0] == '!') { /* rank 0 could not open the root: every rank stops */
+        accel_error_set(err, ACCEL_EIO, "%s", dir + 1);
+        accel_free(dir);
         return -1;
-    gpt_run_meta(a, data_hash, &m);
-    for (size_t i = 0; i < m.n; i++) {
-        const char *was = accel_ckpt_meta(c, m.kv[i].key);
-        if (!was || strcmp(was, m.kv[i].value) != 0) {
-            accel_error_set(err, ACCEL_EINVAL,
-                            "%s was made with %s = %s; this run has %s (resume with the flags it "
-                            "was made with, or use another --ckpt-dir)",
-                            accel_ckpt_dir(c), m.kv[i].key, was ? was : "(none)", m.kv[i].value);
-            accel_ckpt_close(c);
-            return -1;
+    }
+    accel_error_clear(&mine);
+    if (accel_ckpt_open(&c, dir, &mine) == ACCEL_OK) {
+        gpt_run_meta(a, data_hash, &m);
+        ok = 0;
+        for (size_t i = 0; ok == 0 && i < m.n; i++) {
+            const char *was = accel_ckpt_meta(c, m.kv[i].key);
+            if (!was || strcmp(was, m.kv[i].value) != 0) {
+                accel_error_set(&mine, ACCEL_EINVAL,
+                                "%s was made with %s = %s; this run has %s (resume with the "
+                                "flags it was made with, or use another --ckpt-dir)",
+                                dir, m.kv[i].key, was ? was : "(none)", m.kv[i].value);
+                ok = -1;
+            }
         }
     }
-    rc = accel_shard_load(s, c, err);
-    if (rc == ACCEL_OK) {
+    /* every rank takes part in the load's agreement, one that failed too */
+    if (accel_shard_load(s, ok == 0 ? c : NULL, err) == ACCEL_OK) {
         *start = accel_ckpt_step(c);
         *from = accel_ckpt_world(c);
+    } else if (ok != 0) {
+        *err = mine; /* this rank's own reason, not the agreement's */
+    } else {
+        ok = -1;
     }
     accel_ckpt_close(c);
-    return rc == ACCEL_OK ? 0 : -1;
+    accel_free(dir);
+    return ok;
 }
 
 int gpt_save(struct accel_shard *s, const struct gpt_args *a, uint64_t data_hash, size_t step,

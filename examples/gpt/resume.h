@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "accel/shard.h"
+#include "accel/store.h"
 #include "args.h"
 
 #define GPT_RUN_KEYS 12
@@ -24,12 +25,16 @@ struct gpt_run_meta {
 };
 void gpt_run_meta(const struct gpt_args *a, uint64_t data_hash, struct gpt_run_meta *m);
 
-/* When a->ckpt_dir holds a committed checkpoint: checks that it was made
- * with this run's flags, loads it into the shard (collective) and sets
- * *start to its step and *from to its world size; else *start = 0.
- * Returns 0, or -1 with err set (the message names the flag that differs). */
-int gpt_resume(struct accel_shard *s, const struct gpt_args *a, uint64_t data_hash, size_t *start,
-               unsigned *from, struct accel_error *err);
+/* When a->ckpt_dir holds a committed checkpoint: rank 0 picks the newest
+ * and tells the others through the store, so that every rank opens the
+ * same one; each checks that it was made with this run's flags; all load it
+ * into the shard (collective: a rank that failed takes part too, so that no
+ * rank waits), *start its step and *from its world size; else *start = 0
+ * on every rank.  Returns 0, or -1 with err set on every rank (the message
+ * names the flag that differs). */
+int gpt_resume(struct accel_shard *s, struct accel_store *store, unsigned rank,
+               const struct gpt_args *a, uint64_t data_hash, size_t *start, unsigned *from,
+               struct accel_error *err);
 
 /* Saves checkpoint `step` under a->ckpt_dir, keeping a->keep (collective).
  * Returns 0, or -1 with err set. */

@@ -439,7 +439,8 @@ static int setup(struct trainer *t)
         if (e != ACCEL_OK)
             return fail(t, "set_full");
     }
-    if (t->a.ckpt_dir && gpt_resume(t->shard, &t->a, t->data.hash, &t->start, &t->from, &t->err))
+    if (t->a.ckpt_dir && gpt_resume(t->shard, t->boot.store, t->rank, &t->a, t->data.hash,
+                                    &t->start, &t->from, &t->err))
         return fail(t, "resume (--ckpt-dir)");
     if (t->rank == 0 && t->a.loss_log) {
         t->log = fopen(t->a.loss_log, "w");

@@ -324,7 +324,11 @@ enum accel_err accel_shard_save(struct accel_shard *s, const char *root, unsigne
  * an open checkpoint that accel_shard_save wrote, at any world size and
  * strategy (a copy of fp32 values: bit-exact), then restores the optimizer
  * step count and, for fp16 after fp16, the loss scale (accel_shard_restore).
- * Collective: every rank learns whether every rank loaded.  Errors:
+ * Collective: every rank learns whether every rank loaded; a rank that
+ * could not open the checkpoint passes c = NULL (and gets ACCEL_EINVAL), so
+ * that the others fail with it instead of waiting.  Every rank must open
+ * the same checkpoint directory (a root's newest can differ between ranks
+ * while a save runs, or on NFS: decide on one rank, then open that).  Errors:
  * ACCEL_ENOTFOUND (a tensor of the model is not in it), ACCEL_EINVAL (another
  * shape or optimizer, not a shard's checkpoint), ACCEL_EPEER (another rank
  * failed), accel_ckpt_read's. */
