@@ -56,7 +56,8 @@ struct accel_ckpt {
     /* file r's pieces: by_file[file_first[r] .. file_first[r + 1]), indices
      * into p in tensor order (set by ck_check) */
     size_t *by_file, *file_first;
-    void *scratch; /* a piece read in part */
+    size_t nopen, hand; /* rank files open now; the clock hand that closes one */
+    void *scratch;      /* a piece read in part */
     size_t scratch_len;
 };
 
@@ -100,10 +101,15 @@ enum accel_err ck_load(struct accel_ckpt **out, const char *dir, struct accel_er
 enum accel_err ck_piece_at(struct accel_ckpt *c, const struct ck_tensor *t, size_t k, uint64_t *off,
                            uint64_t *len, struct accel_error *err);
 
-/* Opens rank file f (once) and checks its header against the model: every
- * tensor the model puts there, 1-D, of its type and length, and nothing
- * else; and the file's size. */
+/* Checks rank file f (once: its size, and its header against the model:
+ * every tensor the model puts there, 1-D, of its type and length, and
+ * nothing else) and leaves it open for ck_pread; ck_close_file closes it
+ * (the header stays checked).  At most CK_OPEN_FILES stay open: opening
+ * another closes one (a reader of a world of thousands must not hold a
+ * descriptor a rank). */
+#define CK_OPEN_FILES 64
 enum accel_err ck_open_file(struct accel_ckpt *c, uint32_t f, struct accel_error *err);
+void ck_close_file(struct accel_ckpt *c, uint32_t f);
 
 /* Reads bytes [off, off + len) of file f (a piece, whole) into dst, or, with
  * dst NULL, through c->scratch CK_CHUNK bytes at a time; its XXH3-64 must be
@@ -113,9 +119,11 @@ enum accel_err ck_pread(struct accel_ckpt *c, uint32_t f, void *dst, uint64_t of
                         uint64_t sum, const char *tensor, struct accel_error *err);
 
 /* commit.c: rank 0's commit of step o->step in dir, once every rank's file
- * is there (save.c's protocol). */
+ * is there (save.c's protocol); and, once every rank knows it committed,
+ * `latest` moved forward and the clean-up (failures only logged). */
 enum accel_err ck_commit(const struct accel_ckpt_save_opts *o, const char *dir,
                          struct accel_error *err);
+void ck_after_commit(const struct accel_ckpt_save_opts *o);
 
 /* A file written durably in a directory: created as name.tmp, written,
  * then (ck_out_close with rc ACCEL_OK) fsynced and renamed to name, or

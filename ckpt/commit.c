@@ -50,7 +50,7 @@ static enum accel_err read_declared(struct accel_ckpt *c, unsigned r, size_t *ca
     if (rc != ACCEL_OK)
         return rc;
     json = st_meta(&f->h, CK_META_PIECES);
-    doc = json ? cJSON_Parse(json) : NULL;
+    doc = json ? st_json_object(json, strlen(json)) : NULL;
     ps = cJSON_GetObjectItemCaseSensitive(doc, "pieces");
     if (!cJSON_IsObject(ps) ||
         !st_json_uint(cJSON_GetObjectItemCaseSensitive(doc, "rank"), &rank) ||
@@ -242,17 +242,39 @@ static unsigned long newest_committed(const char *root)
     return best;
 }
 
+void ck_after_commit(const struct accel_ckpt_save_opts *o)
+{
+    struct accel_error err = {0};
+    char path[4096], line[32];
+
+    /* `latest` only moves forward (a root may hold newer steps) */
+    ck_step_name(line, sizeof line - 1, o->step);
+    strcat(line, "\n");
+    if (newest_committed(o->root) > o->step)
+        accel_log(ACCEL_LOG_INFO,
+                  "checkpoint: step %lu is committed; %s/%s keeps naming a newer "
+                  "step",
+                  o->step, o->root, CK_LATEST);
+    else if (!ck_path(path, sizeof path, o->root, CK_LATEST) ||
+             accel_write_durable(path, line, strlen(line), 0666, &err) != ACCEL_OK)
+        accel_log(ACCEL_LOG_WARN,
+                  "checkpoint: step %lu is committed, but %s/%s was not "
+                  "updated: %s",
+                  o->step, o->root, CK_LATEST, err.msg);
+    collect(o->root, o->step, o->keep);
+}
+
 enum accel_err ck_commit(const struct accel_ckpt_save_opts *o, const char *dir,
                          struct accel_error *err)
 {
     enum accel_err rc = ACCEL_OK;
     struct accel_ckpt *c;
-    char path[4096], line[32], *json = NULL;
-    struct accel_error lerr = {0};
+    char path[4096], *json = NULL;
     size_t cap = 0;
 
-    if (accel_fsync_dir(dir) != 0)
-        return accel_error_sys(err, ACCEL_EIO, "couldn't fsync %s", dir);
+    /* the rank files' renames, and the step's own entry in the root */
+    if (accel_fsync_dir(dir) != 0 || accel_fsync_dir(o->root) != 0)
+        return accel_error_sys(err, ACCEL_EIO, "couldn't fsync %s or its root", dir);
     c = ck_new(dir, o->step, o->world, err);
     if (!c)
         return ACCEL_ENOMEM;
@@ -260,16 +282,21 @@ enum accel_err ck_commit(const struct accel_ckpt_save_opts *o, const char *dir,
         rc = read_declared(c, r, &cap, err);
     if (rc == ACCEL_OK)
         rc = merge_records(c, err);
+    if (rc == ACCEL_OK && (c->nt > ACCEL_CKPT_MAX_TENSORS || c->np > ACCEL_CKPT_MAX_PIECES))
+        rc = accel_error_set(err, ACCEL_ETOOBIG,
+                             "checkpoint commit: %zu tensors in %zu pieces over the ranks (limits "
+                             "%d, %d: a reader would refuse it)",
+                             c->nt, c->np, ACCEL_CKPT_MAX_TENSORS, ACCEL_CKPT_MAX_PIECES);
     if (rc == ACCEL_OK && (rc = ck_check(c, dir, err)) == ACCEL_EPARSE) {
         rc = ACCEL_EINVAL; /* pieces that overlap or leave holes: the ranks' arguments */
         if (err)
             err->code = rc;
     }
-    /* each file's header against what the model now says (ck_piece_at's check) */
-    for (size_t i = 0; rc == ACCEL_OK && i < c->nt; i++) {
-        uint64_t off, len;
-        for (size_t k = 0; rc == ACCEL_OK && k < c->t[i].n; k++)
-            rc = ck_piece_at(c, &c->t[i], k, &off, &len, err);
+    /* each file's header against what the model now says; then closed (a
+     * world of thousands must not hold a descriptor a rank) */
+    for (uint32_t f = 0; rc == ACCEL_OK && f < c->nf; f++) {
+        rc = ck_open_file(c, f, err);
+        ck_close_file(c, f);
     }
     if (rc != ACCEL_OK)
         goto out;
@@ -283,29 +310,25 @@ enum accel_err ck_commit(const struct accel_ckpt_save_opts *o, const char *dir,
         rc = ACCEL_ENOMEM;
         goto out;
     }
+    if (strlen(json) > ACCEL_CKPT_MAX_MANIFEST) {
+        rc = accel_error_set(err, ACCEL_ETOOBIG,
+                             "checkpoint commit: a manifest of %zu bytes (limit %u: a reader "
+                             "would refuse it)",
+                             strlen(json), ACCEL_CKPT_MAX_MANIFEST);
+        goto out;
+    }
     if (!ck_path(path, sizeof path, dir, CK_MANIFEST)) {
         rc = accel_error_set(err, ACCEL_EINVAL, "path too long: %s", dir);
         goto out;
     }
     rc = accel_write_durable(path, json, strlen(json), 0666, err);
-    if (rc != ACCEL_OK)
-        goto out;
-    /* committed: from here on a failure only leaves `latest` behind; and it
-     * only moves forward (a root may hold newer steps than this one) */
-    ck_step_name(line, sizeof line - 1, o->step);
-    strcat(line, "\n");
-    if (newest_committed(o->root) > o->step)
-        accel_log(ACCEL_LOG_INFO,
-                  "checkpoint: step %lu is committed; %s/%s keeps naming a newer "
-                  "step",
-                  o->step, o->root, CK_LATEST);
-    else if (!ck_path(path, sizeof path, o->root, CK_LATEST) ||
-             accel_write_durable(path, line, strlen(line), 0666, &lerr) != ACCEL_OK)
-        accel_log(ACCEL_LOG_WARN,
-                  "checkpoint: step %lu is committed, but %s/%s was not "
-                  "updated: %s",
-                  o->step, o->root, CK_LATEST, lerr.msg);
-    collect(o->root, o->step, o->keep);
+    if (rc != ACCEL_OK && access(path, F_OK) == 0) {
+        /* renamed into place, only the directory's fsync failed: it is
+         * committed (and visible), so say so rather than "nothing was" */
+        accel_log(ACCEL_LOG_WARN, "checkpoint: step %lu is committed, but %s", o->step,
+                  err ? err->msg : "the directory's fsync failed");
+        rc = ACCEL_OK;
+    }
 out:
     cJSON_free(json);
     accel_ckpt_close(c);

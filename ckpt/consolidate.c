@@ -8,10 +8,11 @@
  *
  * Each tensor is copied piece by piece (every piece read whole, checksum
  * checked, written in place), so memory is the largest piece, not the model.
- * Files are written under temporary names, all of them first, and renamed
- * into place together; then the files of an earlier consolidation into the
- * same directory that this one did not write are removed, so the directory
- * never mixes two layouts, also after a failure.
+ * Every file is written first, as .partial-NAME; a failure then removes
+ * them and leaves the earlier export as it was.  Once all are written, the
+ * earlier export's files are removed and the new ones renamed into place,
+ * the index last: a crash among those steps leaves an incomplete export
+ * (run it again), never a mix of two.
  */
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -49,6 +50,11 @@ static void shard_name(char *buf, size_t len, size_t i, size_t n)
         snprintf(buf, len, "%s", HF_SINGLE);
     else
         snprintf(buf, len, "model-%05zu-of-%05zu.safetensors", i + 1, n);
+}
+
+static void partial_name(char *buf, size_t len, const char *name)
+{
+    snprintf(buf, len, PARTIAL "%s", name);
 }
 
 /* One output file: the model tensors model[first .. last). */
@@ -162,28 +168,45 @@ static enum accel_err write_index(const char *out, const char *file, struct ck_t
     return rc;
 }
 
-/* Removes model*.safetensors and the index that this consolidation did not
- * write (an earlier one's, of another layout), and partial files a crashed
- * one left. */
+/* True for the names an export is made of: model.safetensors,
+ * model-NNNNN-of-NNNNN.safetensors, the index; and their partial files. */
+static bool hf_name(const char *name)
+{
+    unsigned a, b;
+    int n = 0;
+
+    if (!strncmp(name, PARTIAL, sizeof(PARTIAL) - 1))
+        name += sizeof(PARTIAL) - 1;
+    if (!strcmp(name, HF_SINGLE) || !strcmp(name, HF_INDEX))
+        return true;
+    return sscanf(name, "model-%5u-of-%5u.safetensors%n", &a, &b, &n) == 2 &&
+           (size_t)n == strlen(name) && strlen(name) == 33;
+}
+
+/* Before this consolidation's partial files are renamed into place: removes
+ * every export file in OUT but those partial files (an earlier export's,
+ * whatever its layout, and partial files a crashed one left), so that a
+ * crash among the renames leaves an incomplete export, never a mix of two;
+ * never other files (model-ema.safetensors stays). */
 static void remove_stale(const char *out, size_t nshards)
 {
     DIR *d = opendir(out);
     struct dirent *e;
-    char ours[64];
+    char ours[64], part[80];
 
     if (!d)
         return;
     while ((e = readdir(d)) != NULL) {
-        size_t len = strlen(e->d_name);
-        bool hf = (!strncmp(e->d_name, "model", 5) && len > 12 &&
-                   !strcmp(e->d_name + len - 12, ".safetensors")) ||
-                  !strcmp(e->d_name, HF_INDEX) ||
-                  !strncmp(e->d_name, PARTIAL "model", sizeof(PARTIAL "model") - 1);
-        bool keep = !hf || (nshards > 1 && !strcmp(e->d_name, HF_INDEX));
-
-        for (size_t i = 0; !keep && i < nshards; i++) {
-            shard_name(ours, sizeof ours, i, nshards);
-            keep = !strcmp(e->d_name, ours);
+        bool keep = !hf_name(e->d_name);
+        for (size_t i = 0; !keep && i <= nshards; i++) { /* i == nshards: the index */
+            if (i == nshards && nshards == 1)
+                break;
+            if (i < nshards)
+                shard_name(ours, sizeof ours, i, nshards);
+            else
+                snprintf(ours, sizeof ours, "%s", HF_INDEX);
+            partial_name(part, sizeof part, ours);
+            keep = !strcmp(e->d_name, part);
         }
         if (!keep && unlinkat(dirfd(d), e->d_name, 0) != 0)
             accel_log(ACCEL_LOG_WARN, "consolidate: couldn't remove %s/%s: %s", out, e->d_name,
@@ -236,11 +259,6 @@ static size_t split(struct ck_tensor *const *model, size_t n, uint64_t max, size
 /* The files are written as ".partial-NAME" and renamed into place once all
  * are (the index last), so a failure leaves the directory as it was: an
  * earlier consolidation's files are never mixed with some of this one's. */
-
-static void partial_name(char *buf, size_t len, const char *name)
-{
-    snprintf(buf, len, PARTIAL "%s", name);
-}
 
 /* Renames the partial files into place (promote), or removes them. */
 static enum accel_err finish_files(const char *out, size_t nshards, bool promote,
@@ -319,15 +337,14 @@ enum accel_err accel_ckpt_consolidate(struct accel_ckpt *c, const char *out,
         partial_name(part, sizeof part, HF_INDEX);
         rc = write_index(out, part, model, n, shard_of, nshards, err);
     }
-    if (rc == ACCEL_OK)
-        rc = finish_files(out, nshards, true, err);
-    if (rc != ACCEL_OK) {
+    if (rc != ACCEL_OK) { /* the earlier export stays as it was */
         struct accel_error ignored;
         (void)finish_files(out, nshards, false, &ignored);
         goto out;
     }
     remove_stale(out, nshards);
-    if (accel_fsync_dir(out) != 0)
+    rc = finish_files(out, nshards, true, err);
+    if (rc == ACCEL_OK && accel_fsync_dir(out) != 0)
         rc = accel_error_sys(err, ACCEL_EIO, "couldn't fsync %s", out);
 out:
     accel_free(buf);

@@ -14,6 +14,7 @@
 #include <xxhash.h>
 
 #include "accel/alloc.h"
+#include "accel/fsutil.h"
 #include "ckpt_int.h"
 
 enum accel_err ck_out_open(struct ck_out *o, const char *dir, const char *name,
@@ -65,11 +66,18 @@ enum accel_err ck_out_close(struct ck_out *o, enum accel_err rc, struct accel_er
 
 int ck_remove_dir(const char *path)
 {
-    DIR *d = opendir(path);
+    DIR *d;
     struct dirent *e;
     int saved = 0;
+    char m[4200];
 
-    if (!d)
+    /* the manifest first, made durable: a removal cut short leaves an
+     * attempt (which the next clean-up finishes), never a checkpoint with
+     * files missing */
+    if (!ck_path(m, sizeof m, path, CK_MANIFEST) || (unlink(m) != 0 && errno != ENOENT) ||
+        accel_fsync_dir(path) != 0)
+        return -1;
+    if (!(d = opendir(path)))
         return -1;
     while ((e = readdir(d)) != NULL)
         /* unlinkat never follows a link: a link is removed, not its target */
@@ -84,6 +92,30 @@ int ck_remove_dir(const char *path)
     return rmdir(path);
 }
 
+void ck_close_file(struct accel_ckpt *c, uint32_t f)
+{
+    if (c->f[f].fd >= 0) {
+        close(c->f[f].fd);
+        c->f[f].fd = -1;
+        c->nopen--;
+    }
+}
+
+/* Opens file f, closing another first when CK_OPEN_FILES are open (the
+ * next open one after the last closed: a clock over the files). */
+static int open_file(struct accel_ckpt *c, uint32_t f, const char *path)
+{
+    while (c->nopen >= CK_OPEN_FILES) {
+        c->hand = (c->hand + 1) % c->nf;
+        if (c->hand != f)
+            ck_close_file(c, (uint32_t)c->hand);
+    }
+    c->f[f].fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (c->f[f].fd >= 0)
+        c->nopen++;
+    return c->f[f].fd;
+}
+
 enum accel_err ck_open_file(struct accel_ckpt *c, uint32_t f, struct accel_error *err)
 {
     struct ck_file *file = &c->f[f];
@@ -92,18 +124,14 @@ enum accel_err ck_open_file(struct accel_ckpt *c, uint32_t f, struct accel_error
     enum accel_err rc;
     size_t expect = 0;
 
-    if (file->loaded)
+    if (file->loaded && file->fd >= 0)
         return ACCEL_OK;
-    if (file->fd >= 0) { /* an earlier try failed: the same checks again */
-        close(file->fd);
-        file->fd = -1;
+    ck_close_file(c, f); /* an earlier try failed: the same checks again */
+    if (!file->loaded)
         st_header_free(&file->h);
-    }
-
     if (!ck_path(path, sizeof path, c->dir, file->name))
         return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", c->dir);
-    file->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (file->fd < 0)
+    if (open_file(c, f, path) < 0)
         return accel_error_sys(err, ACCEL_EIO, "couldn't open %s (the manifest lists it)", path);
     if (fstat(file->fd, &st) != 0)
         return accel_error_sys(err, ACCEL_EIO, "couldn't stat %s", path);
@@ -111,6 +139,8 @@ enum accel_err ck_open_file(struct accel_ckpt *c, uint32_t f, struct accel_error
         return accel_error_set(
             err, ACCEL_EIO, "%s: %lld bytes, the manifest says %" PRIu64 " (truncated or replaced)",
             path, (long long)st.st_size, file->bytes);
+    if (file->loaded) /* opened again after being closed: its header was checked */
+        return ACCEL_OK;
     rc = st_read(file->fd, file->bytes, ST_MAX_HEADER, path, &file->h, err);
     if (rc != ACCEL_OK)
         return rc;

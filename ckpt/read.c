@@ -74,8 +74,7 @@ void accel_ckpt_close(struct accel_ckpt *c)
     if (!c)
         return;
     for (size_t i = 0; i < c->nf; i++) {
-        if (c->f[i].fd >= 0)
-            close(c->f[i].fd);
+        ck_close_file(c, (uint32_t)i);
         st_header_free(&c->f[i].h);
         accel_free(c->f[i].name);
     }
@@ -139,8 +138,12 @@ enum accel_err ck_list(const char *root, bool load, struct accel_ckpt_entry **ou
         v[len].step = step;
         memcpy(v[len].name, e->d_name, 14); /* "step-NNNNNNNN" and its NUL */
         if (!load) {
+            /* only "no such file" means no manifest: any other error (a
+             * soft NFS mount's EIO, ESTALE) must not make a checkpoint look
+             * like an attempt to clean up */
             char m[4200];
-            v[len].committed = ck_path(m, sizeof m, dir, CK_MANIFEST) && access(m, F_OK) == 0;
+            v[len].committed =
+                ck_path(m, sizeof m, dir, CK_MANIFEST) && (access(m, F_OK) == 0 || errno != ENOENT);
         } else if (ck_load(&c, dir, &ignored) == ACCEL_OK) {
             v[len].committed = true;
             v[len].world = c->world;
@@ -223,6 +226,9 @@ static enum accel_err read_range(struct accel_ckpt *c, const struct ck_tensor *t
                                  uint64_t hi, char *dst, struct accel_error *err)
 {
     size_t esz = accel_dtype_size(t->t.dtype);
+
+    if (lo == hi) /* nothing asked: nothing read */
+        return ACCEL_OK;
 
     for (size_t k = first_piece(c, t, lo); k < t->n && c->p[t->first + k].lo < hi; k++) {
         const struct ck_piece *p = &c->p[t->first + k];

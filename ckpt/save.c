@@ -9,9 +9,10 @@
  *                the pieces it declares; checks that they tile every tensor
  *                exactly, with one type and shape per tensor; removes what
  *                else is in the directory (an earlier attempt's files);
- *                writes manifest.json durably (the commit), then `latest`;
- *                deletes checkpoints older than the `keep` newest
+ *                writes manifest.json durably (the commit)
  *   agree #2     did the commit happen?
+ *   rank 0       moves `latest`, deletes checkpoints older than the `keep`
+ *                newest (the others go on meanwhile)
  *
  * A crash anywhere before the manifest's rename leaves the previous
  * checkpoints and `latest` as they were, and a directory without a manifest,
@@ -263,5 +264,8 @@ enum accel_err accel_ckpt_save(const struct accel_ckpt_save_opts *o,
                                "checkpoint step %lu: rank 0 could not commit it (its log says "
                                "why)",
                                o->step);
+    /* after the agreement, so that no rank waits in it for the clean-up */
+    if (o->rank == 0)
+        ck_after_commit(o);
     return ACCEL_OK;
 }

@@ -1735,9 +1735,15 @@ TEST(consolidate_all_or_nothing)
      * and h.1.x (96) are shards of their own when met (1, 2); h.0.bias (52)
      * and ln_f.scale (4) share the shard that wte.bf16 (30) closes (3);
      * wte.bf16 is the last (4) */
-    ASSERT_ACCEL_OK(accel_ckpt_consolidate(c, hf, 60, &err), &err);
+    ASSERT_ACCEL_OK(accel_ckpt_consolidate(c, hf, 0, &err), &err); /* model.safetensors */
+    snprintf(path, sizeof path, "%s/model-ema.safetensors", hf);   /* not an export file */
+    spit(path, "x", 1);
+    ASSERT_ACCEL_OK(accel_ckpt_consolidate(c, hf, 60, &err), &err); /* replaces it */
     accel_ckpt_close(c);
-    ASSERT_INT_EQ(count_entries(hf), 5);
+    ASSERT(exists(path));
+    snprintf(path, sizeof path, "%s/model.safetensors", hf);
+    ASSERT(!exists(path));
+    ASSERT_INT_EQ(count_entries(hf), 6);
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", hf);
     index1 = slurp(path, &len1);
     ASSERT_CONTAINS(index1, "\"h.0.attn.weight\": \"model-00001-of-00004.safetensors\"");
@@ -1756,7 +1762,7 @@ TEST(consolidate_all_or_nothing)
     ASSERT_ACCEL_OK(accel_ckpt_open(&c, dir, &err), &err);
     ASSERT_ERR(accel_ckpt_consolidate(c, hf, 0, &err), &err, ACCEL_EIO, "checksum mismatch");
     accel_ckpt_close(c);
-    ASSERT_INT_EQ(count_entries(hf), 5);
+    ASSERT_INT_EQ(count_entries(hf), 6); /* no partial file left */
     snprintf(path, sizeof path, "%s/model.safetensors", hf);
     ASSERT(!exists(path));
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", hf);

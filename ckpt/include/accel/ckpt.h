@@ -5,9 +5,10 @@
  * A checkpoint is a directory ROOT/step-NNNNNNNN holding one safetensors file
  * per rank (rank-RRRRR-of-WWWWW.safetensors) and a manifest.json that rank 0
  * writes last: the manifest is the commit.  A directory without one is an
- * attempt that did not finish; it is never loaded, and the next save cleans
- * it up.  ROOT/latest names the newest committed checkpoint, for people and
- * scripts; loading does not trust it (it takes the newest committed step).
+ * attempt that did not finish; it is never loaded, and a save of that step,
+ * or the clean-up after a newer one, removes it.  ROOT/latest names the newest committed
+ * checkpoint, for people and scripts; loading does not trust it (it takes the newest committed
+ * step).
  *
  * What a rank saves is a list of pieces: elements [lo, hi) of a tensor
  * flattened in row-major order (FSDP's flat-parameter slices cut tensors
@@ -157,12 +158,14 @@ enum accel_err accel_ckpt_read(struct accel_ckpt *c, const char *name, enum acce
 enum accel_err accel_ckpt_verify(struct accel_ckpt *c, struct accel_error *err) ACCEL_WUR;
 
 /* Writes the model's tensors (names not beginning with "optim.") in the
- * Hugging Face layout into directory `out` (created; files in it of those
- * names are replaced durably): model.safetensors, or, past `max_shard_bytes`
+ * Hugging Face layout into directory `out` (created when missing; an
+ * earlier export there, of any layout, is replaced, other files are left
+ * alone): model.safetensors, or, past `max_shard_bytes` of tensor data
  * (0 = 5,000,000,000, huggingface_hub's default), model-0000i-of-0000N
- * .safetensors and model.safetensors.index.json; metadata {"format":"pt"};
- * tensors in name order, with their global shapes.  Every piece read is
- * checked as accel_ckpt_read does. */
+ * .safetensors split as huggingface_hub splits and model.safetensors
+ * .index.json; metadata {"format":"pt"}; global shapes.  Every piece read is
+ * checked as accel_ckpt_read does.  On error the earlier export is as it
+ * was (docs/ckpt.md: what a crash leaves). */
 enum accel_err accel_ckpt_consolidate(struct accel_ckpt *c, const char *out,
                                       uint64_t max_shard_bytes, struct accel_error *err) ACCEL_WUR;
 
