@@ -18,6 +18,11 @@
 #                                        so only the forward's rounding differs
 #   every step and the validation loss,  |a-b|/a <= GPU_TOL (1e-3)
 #   GPU vs CPU, and world N vs 1 on GPU
+#   checkpoints on the GPU: a run that   its second half bit-identical to the
+#   saves at STEPS/2, resumed from there uninterrupted GPU run (the device
+#                                        slices saved and loaded exactly)
+#   the GPU run's checkpoint resumed     every step within GPU_TOL of the CPU run
+#   on the CPU                           (the fp32 state crosses devices exactly)
 # and prints the step time on each (a figure, not asserted).
 #
 # The tolerances (docs/train-gpt.md, "GPU"): GPU and CPU compute the same fp32
@@ -152,6 +157,42 @@ if [ "$n" -gt 1 ]; then
     fi
 else
     skipped "GPU world N vs 1" "$ngpu GPU: no second world size"
+fi
+
+# ---------------------------------------------------------------- checkpoints
+# ckrun NAME CONFIG DIR [ARGS]: a world-1 run with --ckpt-dir DIR
+ckrun() {
+    local name=$1 config=$2 dir=$3
+    shift 3
+    if timeout -k 10 300 "$accelrun" launch -n 1 --config "$config" -- "$train" \
+        --steps "$steps" --loss-log "$tmp/$name.log" --ckpt-dir "$dir" "$@" \
+        >"$tmp/$name.out" 2>&1; then
+        return 0
+    fi
+    bad "$name: train_gpt --ckpt-dir ($config) failed" "$(cat "$tmp/$name.out")"
+    return 1
+}
+half=$((steps / 2))
+if [ "$haveg" -eq 1 ] && ckrun gpu-ck examples/gpt-gpu.yaml "$tmp/gck" --save-every "$half"; then
+    cp -r "$tmp/gck" "$tmp/gck-cpu"
+    rm -rf "$tmp/gck/step-$(printf %08d "$steps")" "$tmp/gck-cpu/step-$(printf %08d "$steps")"
+    if ckrun gpu-resumed examples/gpt-gpu.yaml "$tmp/gck" &&
+        grep -q "resumed from $tmp/gck/step-$(printf %08d "$half")" "$tmp/gpu-resumed.out"; then
+        if tail -n +$((half + 1)) "$tmp/gpu.log" | cmp -s - "$tmp/gpu-resumed.log"; then
+            ok "GPU checkpoint at step $half, resumed on the GPU: bit-identical to the uninterrupted GPU run"
+        else
+            bad "GPU checkpoint at step $half, resumed on the GPU: bit-identical to the uninterrupted GPU run" \
+                "$(tail -n +$((half + 1)) "$tmp/gpu.log" | diff - "$tmp/gpu-resumed.log" | head)"
+        fi
+    fi
+    if [ "$havec" -eq 1 ] && ckrun gpu-to-cpu examples/gpt-cpu.yaml "$tmp/gck-cpu"; then
+        tail -n +$((half + 1)) "$tmp/cpu.log" >"$tmp/cpu.tail"
+        read -r first max at val <<<"$(compare "$tmp/cpu.tail" "$tmp/gpu-to-cpu.log")"
+        within "GPU checkpoint resumed on the CPU: every step within $GPU_TOL of the CPU run (max $max)" \
+            "$max" $GPU_TOL
+    fi
+else
+    skipped "checkpoints on the GPU" "the GPU run failed"
 fi
 
 if [ "$havec" -eq 1 ] && [ "$haveg" -eq 1 ]; then
