@@ -57,6 +57,19 @@ static void partial_name(char *buf, size_t len, const char *name)
     snprintf(buf, len, PARTIAL "%s", name);
 }
 
+/* The name of output file i of an export of nshards shards: the shards,
+ * then the index (none for one shard); false past the last. */
+static bool output_name(char *buf, size_t len, size_t i, size_t nshards)
+{
+    if (i < nshards)
+        shard_name(buf, len, i, nshards);
+    else if (i == nshards && nshards > 1)
+        snprintf(buf, len, "%s", HF_INDEX);
+    else
+        return false;
+    return true;
+}
+
 /* One output file: the model tensors model[first .. last). */
 static enum accel_err write_shard(struct accel_ckpt *c, const char *out, const char *name,
                                   struct ck_tensor *const *model, size_t first, size_t last,
@@ -198,13 +211,7 @@ static void remove_stale(const char *out, size_t nshards)
         return;
     while ((e = readdir(d)) != NULL) {
         bool keep = !hf_name(e->d_name);
-        for (size_t i = 0; !keep && i <= nshards; i++) { /* i == nshards: the index */
-            if (i == nshards && nshards == 1)
-                break;
-            if (i < nshards)
-                shard_name(ours, sizeof ours, i, nshards);
-            else
-                snprintf(ours, sizeof ours, "%s", HF_INDEX);
+        for (size_t i = 0; !keep && output_name(ours, sizeof ours, i, nshards); i++) {
             partial_name(part, sizeof part, ours);
             keep = !strcmp(e->d_name, part);
         }
@@ -267,13 +274,7 @@ static enum accel_err finish_files(const char *out, size_t nshards, bool promote
     enum accel_err rc = ACCEL_OK;
     char name[64], part[80], from[4200], to[4200];
 
-    for (size_t s = 0; s <= nshards; s++) { /* s == nshards: the index */
-        if (s == nshards && nshards == 1)
-            break;
-        if (s < nshards)
-            shard_name(name, sizeof name, s, nshards);
-        else
-            snprintf(name, sizeof name, "%s", HF_INDEX);
+    for (size_t i = 0; output_name(name, sizeof name, i, nshards); i++) { /* the index last */
         partial_name(part, sizeof part, name);
         if (!ck_path(from, sizeof from, out, part) || !ck_path(to, sizeof to, out, name))
             return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", out);

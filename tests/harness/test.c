@@ -3,6 +3,7 @@
  * prints TAP.  `./test_x name` runs one case in-process (for gdb).
  */
 #define _GNU_SOURCE /* nftw */
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <signal.h>
@@ -207,4 +208,18 @@ void test_rmtree(const char *path)
 {
     if (nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
         test_fail(__FILE__, __LINE__, "could not remove %s: %s", path, strerror(errno));
+}
+
+size_t test_count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    size_t n = 0;
+
+    if (d == NULL)
+        test_fail(__FILE__, __LINE__, "could not read %s: %s", dir, strerror(errno));
+    while ((e = readdir(d)) != NULL)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return n;
 }

@@ -49,6 +49,9 @@ void test_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * fails the case when something stays). */
 void test_mkdtemp(char *buf, size_t len, const char *tag);
 void test_rmtree(const char *path);
+/* Entries of directory dir, not counting . and .. (fails the case when it
+ * cannot be read). */
+size_t test_count_entries(const char *dir);
 
 #define ASSERT(cond)                                                                               \
     do {                                                                                           \

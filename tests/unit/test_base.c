@@ -55,20 +55,6 @@ static void put_file(const char *path, const char *content)
     ASSERT_INT_EQ(fclose(f), 0);
 }
 
-static size_t count_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    size_t n = 0;
-
-    ASSERT(d != NULL);
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            n++;
-    closedir(d);
-    return n;
-}
-
 /* ---------------------------------------------------------------- err */
 
 TEST(err_every_code_has_distinct_texts)
@@ -525,13 +511,13 @@ TEST(write_durable_replaces_atomically)
     accel_free(data);
 
     /* No temp file is left behind. */
-    ASSERT_INT_EQ(count_entries(tmpdir), 1);
+    ASSERT_INT_EQ(test_count_entries(tmpdir), 1);
 
     /* Empty content is a valid file. */
     ASSERT_OK(accel_write_durable(in_tmp("out.env"), "", 0, 0644, &e));
     ASSERT_INT_EQ(stat(in_tmp("out.env"), &st2), 0);
     ASSERT_INT_EQ(st2.st_size, 0);
-    ASSERT_INT_EQ(count_entries(tmpdir), 1);
+    ASSERT_INT_EQ(test_count_entries(tmpdir), 1);
     remove_tmpdir();
 }
 
@@ -566,7 +552,7 @@ TEST(write_durable_failures_leave_nothing)
     /* Into a missing directory: nothing to create the temp file in. */
     ASSERT_INT_EQ(accel_write_durable(in_tmp("nodir/out"), "x", 1, 0644, &e), ACCEL_ENOTFOUND);
     ASSERT_INT_EQ(e.sys_errno, ENOENT);
-    ASSERT_INT_EQ(count_entries(tmpdir), 0);
+    ASSERT_INT_EQ(test_count_entries(tmpdir), 0);
 
     /* Onto a directory: the rename fails, the temp file is removed and the
      * directory is untouched. */
@@ -575,7 +561,7 @@ TEST(write_durable_failures_leave_nothing)
     ASSERT_INT_EQ(accel_write_durable(in_tmp("dir"), "x", 1, 0644, &e), ACCEL_EIO);
     ASSERT(e.sys_errno != 0);
     ASSERT_CONTAINS(e.msg, "rename");
-    ASSERT_INT_EQ(count_entries(tmpdir), 1);
+    ASSERT_INT_EQ(test_count_entries(tmpdir), 1);
     ASSERT_INT_EQ(stat(in_tmp("dir"), &st), 0);
     ASSERT(S_ISDIR(st.st_mode));
 

@@ -98,20 +98,6 @@ static uint64_t file_size(const char *path)
     return (uint64_t)st.st_size;
 }
 
-/* Entries of dir (not . and ..). */
-static size_t count_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    size_t n = 0;
-
-    ASSERT(d != NULL);
-    while ((e = readdir(d)) != NULL)
-        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-    closedir(d);
-    return n;
-}
-
 /* The library's log lines, kept (one test at a time: each runs in its own
  * process). */
 static char logged[4096];
@@ -760,7 +746,7 @@ TEST(reshard_bit_exact)
 
         /* on disk: W rank files and the manifest, nothing else */
         snprintf(path, sizeof path, "%s/step-%08u", root, 10 * w);
-        ASSERT_INT_EQ(count_entries(path), w + 1);
+        ASSERT_INT_EQ(test_count_entries(path), w + 1);
         for (unsigned r = 0; r < w; r++) {
             snprintf(path, sizeof path, "%s/step-%08u/rank-%05u-of-%05u.safetensors", root, 10 * w,
                      r, w);
@@ -1081,7 +1067,7 @@ TEST(incomplete_attempt)
     snprintf(path, sizeof path, "%s/step-00000009/rank-00000-of-00002.safetensors.tmp", root);
     ASSERT(!exists(path));
     snprintf(path, sizeof path, "%s/step-00000009", root);
-    ASSERT_INT_EQ(count_entries(path), 3);
+    ASSERT_INT_EQ(test_count_entries(path), 3);
     read_latest(root, latest, sizeof latest);
     ASSERT_STR_EQ(latest, "step-00000009\n");
     ASSERT_ACCEL_OK(accel_ckpt_open(&c, root, &err), &err);
@@ -1108,7 +1094,7 @@ TEST(keep)
         o.keep = 2;
         save_ok(&o, &m);
     }
-    ASSERT_INT_EQ(count_entries(root), 3);
+    ASSERT_INT_EQ(test_count_entries(root), 3);
     snprintf(path, sizeof path, "%s/step-00000004/manifest.json", root);
     ASSERT(exists(path));
     snprintf(path, sizeof path, "%s/step-00000005/manifest.json", root);
@@ -1126,7 +1112,7 @@ TEST(keep)
         o = opts(root, s, 3);
         save_ok(&o, &m);
     }
-    ASSERT_INT_EQ(count_entries(root), 4); /* steps 1..3 and latest */
+    ASSERT_INT_EQ(test_count_entries(root), 4); /* steps 1..3 and latest */
     snprintf(path, sizeof path, "%s/step-00000000", root);
     ASSERT(!exists(path));
 
@@ -1184,7 +1170,7 @@ TEST(same_step_twice)
     after = slurp(path, NULL);
     ASSERT_STR_EQ(after, before);
     snprintf(path, sizeof path, "%s/step-00000003", root);
-    ASSERT_INT_EQ(count_entries(path), 3); /* no rank-*-of-00003 */
+    ASSERT_INT_EQ(test_count_entries(path), 3); /* no rank-*-of-00003 */
     accel_free(before);
     accel_free(after);
     model_free(&m);
@@ -1743,7 +1729,7 @@ TEST(consolidate_all_or_nothing)
     ASSERT(exists(path));
     snprintf(path, sizeof path, "%s/model.safetensors", hf);
     ASSERT(!exists(path));
-    ASSERT_INT_EQ(count_entries(hf), 6);
+    ASSERT_INT_EQ(test_count_entries(hf), 6);
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", hf);
     index1 = slurp(path, &len1);
     ASSERT_CONTAINS(index1, "\"h.0.attn.weight\": \"model-00001-of-00004.safetensors\"");
@@ -1762,7 +1748,7 @@ TEST(consolidate_all_or_nothing)
     ASSERT_ACCEL_OK(accel_ckpt_open(&c, dir, &err), &err);
     ASSERT_ERR(accel_ckpt_consolidate(c, hf, 0, &err), &err, ACCEL_EIO, "checksum mismatch");
     accel_ckpt_close(c);
-    ASSERT_INT_EQ(count_entries(hf), 6); /* no partial file left */
+    ASSERT_INT_EQ(test_count_entries(hf), 6); /* no partial file left */
     snprintf(path, sizeof path, "%s/model.safetensors", hf);
     ASSERT(!exists(path));
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", hf);
