@@ -12,7 +12,6 @@
  * on them, every comparison is memcmp.
  */
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
