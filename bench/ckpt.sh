@@ -2,11 +2,15 @@
 # bench/ckpt.sh: checkpoint throughput (ckpt/, docs/ckpt.md) against its
 # peers, side by side, as ratios (ours / peer; > 1 is faster):
 #   save         build/bench/ckpt at WORLD 1 and 4 (threads): the whole
-#                protocol, XXH3 of every byte, fsync of every file, the commit
-#                peer: dd bs=8M conv=fsync of the same bytes (durable, no format)
-#                peer: Python safetensors save_file + os.fsync (the real package)
-#   load         every tensor whole, hot page cache, checksums checked
-#                peer: Python safetensors.numpy.load_file of the same bytes
+#                protocol, XXH3 of every byte, O_DIRECT and fsync of every
+#                file, the commit, the clean-up of the step before
+#                peers: dd bs=8M conv=fsync of the same bytes, through the page
+#                cache and with oflag=direct (durable, no format); Python
+#                safetensors save_file + os.fsync (the real package)
+#   load         every tensor whole, checksums checked, right after the saves
+#                (written around the page cache, so read from the disk's cache)
+#                peer: Python safetensors.numpy.load_file of a file it just
+#                wrote (from the page cache)
 #   consolidate  rank files to model.safetensors, every piece checked
 # Each figure is the median of 3; the machine is noisy (2 cores, one virtual
 # disk), so ratios, not absolute figures, are what to compare.
@@ -36,13 +40,18 @@ out4=$("$bin" "$tmp/w4" "$mib" 4) || { echo "ckpt.sh: build/bench/ckpt failed"; 
 rm -rf "$tmp/w1" "$tmp/w4"
 
 head -c $((mib << 20)) /dev/urandom >"$tmp/rand"
-dd_gbs=$(for i in 1 2 3; do
-    t0=$(date +%s%N)
-    dd if="$tmp/rand" of="$tmp/dd.out" bs=8M conv=fsync 2>/dev/null
-    s=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { print (b - a) / 1e9 }')
-    rm -f "$tmp/dd.out"
-    awk -v s="$s" -v b=$((mib << 20)) 'BEGIN { printf "%.3f\n", b / s / 1e9 }'
-done | median3)
+# dd_rate FLAGS...: the median GB/s of 3 copies of the random file
+dd_rate() {
+    for i in 1 2 3; do
+        t0=$(date +%s%N)
+        dd if="$tmp/rand" of="$tmp/dd.out" bs=8M conv=fsync "$@" 2>/dev/null
+        s=$(awk -v a="$t0" -v b="$(date +%s%N)" 'BEGIN { print (b - a) / 1e9 }')
+        rm -f "$tmp/dd.out"
+        awk -v s="$s" -v b=$((mib << 20)) 'BEGIN { printf "%.3f\n", b / s / 1e9 }'
+    done | median3
+}
+dd_gbs=$(dd_rate)
+ddd_gbs=$(dd_rate oflag=direct)
 
 py=$(sh scripts/py-venv.sh 2>"$tmp/venv.err")
 if [ -n "$py" ]; then
@@ -78,12 +87,13 @@ fi
 
 s1=$(figure save "$out1") s4=$(figure save "$out4") l1=$(figure load "$out1")
 c1=$(figure consolidate "$out1")
-printf '%-34s %10s %10s %12s %12s\n' "" "GB/s" "dd fsync" "safetensors" ""
-printf '%-34s %10s %10s %12s\n' "save, world 1" "$s1" "$(ratio "$s1" "$dd_gbs")" \
-    "$(ratio "$s1" "${py_save:-0}")"
-printf '%-34s %10s %10s %12s\n' "save, world 4 (threads)" "$s4" "$(ratio "$s4" "$dd_gbs")" \
-    "$(ratio "$s4" "${py_save:-0}")"
-printf '%-34s %10s %10s %12s\n' "load, hot cache, checksums" "$l1" "" "$(ratio "$l1" "${py_load:-0}")"
-printf '%-34s %10s\n' "consolidate" "$c1"
-echo "peers: dd conv=fsync $dd_gbs GB/s; safetensors save_file+fsync ${py_save:-SKIP} GB/s," \
-    "load_file ${py_load:-SKIP} GB/s${py_reason:+ (SKIP: $py_reason)}"
+printf '%-30s %8s %10s %10s %12s\n' "" "GB/s" "dd fsync" "dd direct" "safetensors"
+row() { printf '%-30s %8s %10s %10s %12s\n' "$1" "$2" "$(ratio "$2" "$dd_gbs")" \
+    "$(ratio "$2" "$ddd_gbs")" "$(ratio "$2" "${py_save:-0}")"; }
+row "save, world 1" "$s1"
+row "save, world 4 (threads)" "$s4"
+printf '%-30s %8s %10s %10s %12s\n' "load after the saves, checked" "$l1" "" "" \
+    "$(ratio "$l1" "${py_load:-0}")"
+printf '%-30s %8s\n' "consolidate" "$c1"
+echo "peers: dd bs=8M conv=fsync $dd_gbs GB/s, with oflag=direct $ddd_gbs GB/s;" \
+    "safetensors save_file+fsync ${py_save:-SKIP} GB/s, load_file (hot) ${py_load:-SKIP} GB/s${py_reason:+ (SKIP: $py_reason)}"

@@ -128,14 +128,20 @@ void ck_after_commit(const struct accel_ckpt_save_opts *o);
 /* A file written durably in a directory: created as name.tmp, written,
  * then (ck_out_close with rc ACCEL_OK) fsynced and renamed to name, or
  * (any other rc) removed.  The directory is the caller's to fsync. */
+/* write() at most this much at a time through the page cache: 1 MiB
+ * writes ran 2-3x faster than 64 MiB ones here (as the reference writer's
+ * 1 MiB buffer does); O_DIRECT goes through a bounce buffer of
+ * CK_DIRECT_BUF bytes aligned to CK_DIRECT_ALIGN (files.c). */
+#define CK_WRITE_CHUNK (1u << 20)
+#define CK_DIRECT_BUF (8u << 20)
+#define CK_DIRECT_ALIGN 4096
 struct ck_out {
     int fd;
+    bool direct; /* O_DIRECT, through buf */
+    char *buf;
+    size_t fill;
     char path[4096], tmp[4200];
 };
-/* write() at most this much at a time: 1 MiB writes ran 2-3x faster than
- * 64 MiB ones into the page cache here (bench/ckpt.sh: 1.0 against 0.3-0.5
- * GB/s with the fsync), as the reference writer's 1 MiB buffer does */
-#define CK_WRITE_CHUNK (1u << 20)
 enum accel_err ck_out_open(struct ck_out *o, const char *dir, const char *name,
                            struct accel_error *err);
 enum accel_err ck_out_write(struct ck_out *o, const void *data, uint64_t len,

@@ -2,12 +2,21 @@
  * files.c: the system calls of checkpoints: a file written durably from
  * parts, a rank file's bytes read back and checked, a checkpoint directory
  * removed.  Nothing here decides what goes where (save.c, read.c do).
+ *
+ * Files are written with O_DIRECT through an aligned bounce buffer where
+ * the file system allows it: here 1.5-1.9 GB/s against 0.3-1.4 GB/s through
+ * the page cache with fsync (dd, 512 MiB; reference/checkpoint.md §7.6),
+ * and no page cache filled with data nobody reads back soon.  The tail that
+ * is not a whole block goes through the page cache; fsync makes both
+ * durable.
  */
+#define _GNU_SOURCE /* O_DIRECT */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,14 +26,72 @@
 #include "accel/fsutil.h"
 #include "ckpt_int.h"
 
+/* write() of all n bytes; false with errno on failure. */
+static bool write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n > CK_WRITE_CHUNK ? CK_WRITE_CHUNK : n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* Leaves O_DIRECT for the rest of the file (its unaligned tail, or after a
+ * short direct write). */
+static bool buffered(struct ck_out *o)
+{
+    int fl = fcntl(o->fd, F_GETFL);
+
+    o->direct = false;
+    return fl >= 0 && fcntl(o->fd, F_SETFL, fl & ~O_DIRECT) == 0;
+}
+
+/* The bounce buffer's first `n` bytes (a multiple of CK_DIRECT_ALIGN) to the
+ * file, directly. */
+static bool flush_direct(struct ck_out *o, size_t n)
+{
+    const char *p = o->buf;
+
+    while (n > 0) {
+        ssize_t w = write(o->fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        p += w;
+        n -= (size_t)w;
+        if (n > 0 && (size_t)w % CK_DIRECT_ALIGN != 0) /* a short write: off alignment */
+            return buffered(o) && write_all(o->fd, p, n);
+    }
+    return true;
+}
+
 enum accel_err ck_out_open(struct ck_out *o, const char *dir, const char *name,
                            struct accel_error *err)
 {
+    const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW;
+
     o->fd = -1;
+    o->direct = false;
+    o->buf = NULL;
+    o->fill = 0;
     if (!ck_path(o->path, sizeof o->path, dir, name))
         return accel_error_set(err, ACCEL_EINVAL, "path too long: %s/%s", dir, name);
     snprintf(o->tmp, sizeof o->tmp, "%s.tmp", o->path);
-    o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
+    /* O_DIRECT where the file system takes it (not tmpfs: EINVAL) and the
+     * bounce buffer can be had; else through the page cache */
+    o->fd = open(o->tmp, flags | O_DIRECT, 0666);
+    if (o->fd >= 0 && posix_memalign((void **)&o->buf, CK_DIRECT_ALIGN, CK_DIRECT_BUF) == 0)
+        o->direct = true;
+    else if (o->fd >= 0)
+        (void)buffered(o);
+    else
+        o->fd = open(o->tmp, flags, 0666);
     if (o->fd < 0)
         return accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO, "couldn't create %s",
                                o->tmp);
@@ -36,14 +103,25 @@ enum accel_err ck_out_write(struct ck_out *o, const void *data, uint64_t len,
 {
     const char *p = data;
 
+    if (!o->direct)
+        return write_all(o->fd, p, (size_t)len)
+                   ? ACCEL_OK
+                   : accel_error_sys(err, ACCEL_EIO, "couldn't write %s", o->tmp);
     while (len > 0) {
-        ssize_t n = write(o->fd, p, len > CK_WRITE_CHUNK ? CK_WRITE_CHUNK : (size_t)len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return accel_error_sys(err, ACCEL_EIO, "couldn't write %s", o->tmp);
+        size_t n = CK_DIRECT_BUF - o->fill < len ? CK_DIRECT_BUF - o->fill : (size_t)len;
+        memcpy(o->buf + o->fill, p, n);
+        o->fill += n;
         p += n;
-        len -= (uint64_t)n;
+        len -= n;
+        if (o->fill == CK_DIRECT_BUF) {
+            if (!flush_direct(o, o->fill))
+                return accel_error_sys(err, ACCEL_EIO, "couldn't write %s", o->tmp);
+            o->fill = 0;
+            if (!o->direct) /* gone buffered: the rest straight */
+                return write_all(o->fd, p, (size_t)len)
+                           ? ACCEL_OK
+                           : accel_error_sys(err, ACCEL_EIO, "couldn't write %s", o->tmp);
+        }
     }
     return ACCEL_OK;
 }
@@ -52,6 +130,16 @@ enum accel_err ck_out_close(struct ck_out *o, enum accel_err rc, struct accel_er
 {
     if (o->fd < 0)
         return rc;
+    if (rc == ACCEL_OK && o->fill > 0) { /* the aligned part directly, the tail buffered */
+        size_t aligned = o->fill / CK_DIRECT_ALIGN * CK_DIRECT_ALIGN;
+        if ((aligned && !flush_direct(o, aligned)) ||
+            (o->fill > aligned &&
+             (!buffered(o) || !write_all(o->fd, o->buf + aligned, o->fill - aligned))))
+            rc = accel_error_sys(err, ACCEL_EIO, "couldn't write %s", o->tmp);
+    }
+    free(o->buf); /* posix_memalign's */
+    o->buf = NULL;
+    o->fill = 0;
     if (rc == ACCEL_OK && fsync(o->fd) != 0)
         rc = accel_error_sys(err, ACCEL_EIO, "couldn't fsync %s", o->tmp);
     if (close(o->fd) != 0 && rc == ACCEL_OK)
