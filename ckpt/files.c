@@ -26,21 +26,6 @@
 #include "accel/fsutil.h"
 #include "ckpt_int.h"
 
-/* write() of all n bytes; false with errno on failure. */
-static bool write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n > CK_WRITE_CHUNK ? CK_WRITE_CHUNK : n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return false;
-        p += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
-
 /* Leaves O_DIRECT for the rest of the file (its unaligned tail, or after a
  * short direct write). */
 static bool buffered(struct ck_out *o)
@@ -51,22 +36,22 @@ static bool buffered(struct ck_out *o)
     return fl >= 0 && fcntl(o->fd, F_SETFL, fl & ~O_DIRECT) == 0;
 }
 
-/* The bounce buffer's first `n` bytes (a multiple of CK_DIRECT_ALIGN) to the
- * file, directly. */
-static bool flush_direct(struct ck_out *o, size_t n)
+/* write() of all n bytes at p: with O_DIRECT, p and n are the bounce
+ * buffer's, a multiple of CK_DIRECT_ALIGN, and a short write that leaves
+ * that alignment goes on through the page cache; else CK_WRITE_CHUNK bytes
+ * at a time.  False with errno on failure. */
+static bool write_out(struct ck_out *o, const char *p, size_t n)
 {
-    const char *p = o->buf;
-
     while (n > 0) {
-        ssize_t w = write(o->fd, p, n);
+        ssize_t w = write(o->fd, p, o->direct || n < CK_WRITE_CHUNK ? n : CK_WRITE_CHUNK);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
             return false;
         p += w;
         n -= (size_t)w;
-        if (n > 0 && (size_t)w % CK_DIRECT_ALIGN != 0) /* a short write: off alignment */
-            return buffered(o) && write_all(o->fd, p, n);
+        if (o->direct && n > 0 && (size_t)w % CK_DIRECT_ALIGN != 0 && !buffered(o))
+            return false;
     }
     return true;
 }
@@ -104,7 +89,7 @@ enum accel_err ck_out_write(struct ck_out *o, const void *data, uint64_t len,
     const char *p = data;
 
     if (!o->direct)
-        return write_all(o->fd, p, (size_t)len)
+        return write_out(o, p, (size_t)len)
                    ? ACCEL_OK
                    : accel_error_sys(err, ACCEL_EIO, "couldn't write %s", o->tmp);
     while (len > 0) {
@@ -114,11 +99,11 @@ enum accel_err ck_out_write(struct ck_out *o, const void *data, uint64_t len,
         p += n;
         len -= n;
         if (o->fill == CK_DIRECT_BUF) {
-            if (!flush_direct(o, o->fill))
+            if (!write_out(o, o->buf, o->fill))
                 return accel_error_sys(err, ACCEL_EIO, "couldn't write %s", o->tmp);
             o->fill = 0;
             if (!o->direct) /* gone buffered: the rest straight */
-                return write_all(o->fd, p, (size_t)len)
+                return write_out(o, p, (size_t)len)
                            ? ACCEL_OK
                            : accel_error_sys(err, ACCEL_EIO, "couldn't write %s", o->tmp);
         }
@@ -132,9 +117,9 @@ enum accel_err ck_out_close(struct ck_out *o, enum accel_err rc, struct accel_er
         return rc;
     if (rc == ACCEL_OK && o->fill > 0) { /* the aligned part directly, the tail buffered */
         size_t aligned = o->fill / CK_DIRECT_ALIGN * CK_DIRECT_ALIGN;
-        if ((aligned && !flush_direct(o, aligned)) ||
+        if ((aligned && !write_out(o, o->buf, aligned)) ||
             (o->fill > aligned &&
-             (!buffered(o) || !write_all(o->fd, o->buf + aligned, o->fill - aligned))))
+             (!buffered(o) || !write_out(o, o->buf + aligned, o->fill - aligned))))
             rc = accel_error_sys(err, ACCEL_EIO, "couldn't write %s", o->tmp);
     }
     free(o->buf); /* posix_memalign's */
