@@ -358,16 +358,21 @@ TEST(tcp_big_value)
     accel_store_server_stop(srv);
 }
 
-/* A child process that sets its key after a pause: get must park, not fail. */
+/* A child process that sets its key after a pause: get must park, not fail.
+ * (The server in a process of its own, as below.) */
 TEST(tcp_get_parks_until_set)
 {
-    struct accel_store_server *srv = start_server(NONCE, 0, 0);
-    unsigned port = accel_store_server_port(srv);
+    struct test_store_proc srv;
+    unsigned port;
     struct accel_error err;
     void *v;
     size_t n;
     int status;
-    pid_t pid = fork();
+    pid_t pid;
+
+    test_store_proc_start(&srv, NONCE);
+    port = srv.port;
+    pid = fork();
 
     ASSERT(pid >= 0);
     if (pid == 0) {
@@ -385,7 +390,7 @@ TEST(tcp_get_parks_until_set)
     ASSERT(waitpid(pid, &status, 0) == pid);
     ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     accel_store_close(c);
-    accel_store_server_stop(srv);
+    test_store_proc_stop(&srv);
 }
 
 /* Eight forked ranks: set, get a neighbour's key, add, barrier.  The server
