@@ -242,6 +242,24 @@ static unsigned long newest_committed(const char *root)
     return best;
 }
 
+/* Removes ROOT/latest.tmp.PID files that a crash in accel_write_durable
+ * left (never the one being written: that is this process's, and done). */
+static void remove_latest_temps(const char *root)
+{
+    DIR *d = opendir(root);
+    struct dirent *e;
+    const size_t n = strlen(CK_LATEST ".tmp.");
+
+    if (!d)
+        return;
+    while ((e = readdir(d)) != NULL)
+        if (!strncmp(e->d_name, CK_LATEST ".tmp.", n) && e->d_name[n] >= '0' &&
+            e->d_name[n] <= '9' && unlinkat(dirfd(d), e->d_name, 0) != 0)
+            accel_log(ACCEL_LOG_WARN, "checkpoint: couldn't remove %s/%s: %s", root, e->d_name,
+                      strerror(errno));
+    closedir(d);
+}
+
 void ck_after_commit(const struct accel_ckpt_save_opts *o)
 {
     struct accel_error err = {0};
@@ -262,6 +280,7 @@ void ck_after_commit(const struct accel_ckpt_save_opts *o)
                   "updated: %s",
                   o->step, o->root, CK_LATEST, err.msg);
     collect(o->root, o->step, o->keep);
+    remove_latest_temps(o->root);
 }
 
 enum accel_err ck_commit(const struct accel_ckpt_save_opts *o, const char *dir,

@@ -1086,13 +1086,18 @@ TEST(keep)
     make_tmpdir();
     model_init(&m, gpt_spec, sizeof gpt_spec / sizeof gpt_spec[0], 5);
 
-    /* keep = 2: the two newest */
+    /* keep = 2: the two newest; and a latest.tmp.PID a crash left is gone */
     snprintf(root, sizeof root, "%s/keep2", tmpdir);
     for (unsigned long s = 1; s <= 5; s++) {
         o = opts(root, s, 2);
         o.keep = 2;
         save_ok(&o, &m);
+        if (s == 1) {
+            snprintf(path, sizeof path, "%s/latest.tmp.99999", root);
+            spit(path, "step-", 5);
+        }
     }
+    ASSERT(!exists(path));
     ASSERT_INT_EQ(test_count_entries(root), 3);
     snprintf(path, sizeof path, "%s/step-00000004/manifest.json", root);
     ASSERT(exists(path));
