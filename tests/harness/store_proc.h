@@ -47,4 +47,20 @@ void test_world_run(unsigned world, uint64_t nonce, test_rank_fn fn, const void 
 int test_rank_fail(unsigned rank, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* A rank's checks: return test_rank_fail's 1 from the rank's function when
+ * cond is false, or when expr is not ACCEL_OK (the message then has the
+ * code's name and err.msg: a struct accel_error err must be in scope). */
+#define RCHECK(cond)                                                                               \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            return test_rank_fail(rank, __FILE__, __LINE__, "rank %u: %s", rank, #cond);           \
+    } while (0)
+#define RCHECK_OK(expr)                                                                            \
+    do {                                                                                           \
+        enum accel_err rc_ = (expr);                                                               \
+        if (rc_ != ACCEL_OK)                                                                       \
+            return test_rank_fail(rank, __FILE__, __LINE__, "rank %u: %s: %s: %s", rank, #expr,    \
+                                  accel_errname(rc_), err.msg);                                    \
+    } while (0)
+
 #endif

@@ -126,21 +126,6 @@ static void shared_map(void)
     test_alloc_install();
 }
 
-#define rfail test_rank_fail
-
-#define RCHECK(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            return rfail(rank, __FILE__, __LINE__, "rank %u: %s", rank, #cond);                    \
-    } while (0)
-#define RCHECK_OK(expr)                                                                            \
-    do {                                                                                           \
-        enum accel_err rc_ = (expr);                                                               \
-        if (rc_ != ACCEL_OK)                                                                       \
-            return rfail(rank, __FILE__, __LINE__, "rank %u: %s: %s: %s", rank, #expr,             \
-                         accel_errname(rc_), err.msg);                                             \
-    } while (0)
-
 /* Runs fn on `world` forked ranks; fails the case if a rank did. */
 static void run_world(unsigned world, test_rank_fn fn, const void *arg)
 {
@@ -538,8 +523,8 @@ static int bad_units_rank(struct accel_comm *c, unsigned rank, const void *arg)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         enum accel_err rc = accel_shard_init(&s, c, &cases[i].u, 1, &o, &err);
         if (rc != cases[i].want)
-            return rfail(rank, __FILE__, __LINE__, "case %zu: %s (%s), expected %s", i,
-                         accel_errname(rc), err.msg, accel_errname(cases[i].want));
+            return test_rank_fail(rank, __FILE__, __LINE__, "case %zu: %s (%s), expected %s", i,
+                                  accel_errname(rc), err.msg, accel_errname(cases[i].want));
         RCHECK(s == NULL);
     }
     RCHECK(accel_shard_init(&s, c, units, 0, &o, &err) == ACCEL_EINVAL);
@@ -1059,8 +1044,9 @@ static int compute_copy_rank(struct accel_comm *c, unsigned rank, const void *ar
                 memcpy(&a, &p[i], 4);
                 memcpy(&x, &want, 4);
                 if (a != x)
-                    return rfail(rank, __FILE__, __LINE__, "unit %zu [%zu]: %a, expected %a", u, i,
-                                 (double)p[i], (double)want);
+                    return test_rank_fail(rank, __FILE__, __LINE__,
+                                          "unit %zu [%zu]: %a, expected %a", u, i, (double)p[i],
+                                          (double)want);
             }
             accel_shard_release(s, u);
             RCHECK(accel_shard_params(s, u) == NULL); /* FULL_SHARD frees */
@@ -1285,8 +1271,8 @@ static int alloc_rank(struct accel_comm *c, unsigned rank, const void *arg)
         if (rc == ACCEL_OK)
             break;
         if (rc != ACCEL_ENOMEM)
-            return rfail(rank, __FILE__, __LINE__, "failing allocation %lu: %s: %s", n,
-                         accel_errname(rc), err.msg);
+            return test_rank_fail(rank, __FILE__, __LINE__, "failing allocation %lu: %s: %s", n,
+                                  accel_errname(rc), err.msg);
         RCHECK(s == NULL);
         RCHECK(test_alloc_live() == live);
     }

@@ -56,19 +56,6 @@ static float rnd(uint32_t a, uint32_t b)
     return (float)(test_mix32(a * 2654435761u ^ test_mix32(b + 0x9e37u)) >> 8) * 0x1p-23f - 1.0f;
 }
 
-#define RCHECK(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            return test_rank_fail(rank, __FILE__, __LINE__, "rank %u: %s", rank, #cond);           \
-    } while (0)
-#define RCHECK_OK(expr)                                                                            \
-    do {                                                                                           \
-        enum accel_err rc_ = (expr);                                                               \
-        if (rc_ != ACCEL_OK)                                                                       \
-            return test_rank_fail(rank, __FILE__, __LINE__, "rank %u: %s: %s: %s", rank, #expr,    \
-                                  accel_errname(rc_), err.msg);                                    \
-    } while (0)
-
 static int init(struct accel_comm *c, unsigned rank, const struct cfg *cf, float fill,
                 struct accel_shard **out)
 {

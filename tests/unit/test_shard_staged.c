@@ -49,22 +49,6 @@ static float rnd(uint32_t a, uint32_t b)
     return (float)(test_mix32(a * 2654435761u ^ test_mix32(b + 0x9e37u)) >> 8) * 0x1p-23f - 1.0f;
 }
 
-/* The test's failure inside a rank: recorded, the rank returns 1. */
-#define rfail(rank, line, what, msg)                                                               \
-    test_rank_fail(rank, __FILE__, line, "rank %u: %.200s%s%.300s", rank, what,                    \
-                   (msg) != NULL ? ": " : "", (msg) != NULL ? (msg) : "")
-
-#define RCHECK(cond)                                                                               \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            return rfail(rank, __LINE__, #cond, NULL);                                             \
-    } while (0)
-#define RCHECK_OK(expr)                                                                            \
-    do {                                                                                           \
-        if ((expr) != ACCEL_OK)                                                                    \
-            return rfail(rank, __LINE__, #expr, err.msg);                                          \
-    } while (0)
-
 struct cfg {
     enum accel_dtype t;
     enum accel_shard_strategy strategy;
