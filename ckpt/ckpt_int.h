@@ -37,6 +37,7 @@ struct ck_file {
     char *name;     /* rank-RRRRR-of-WWWWW.safetensors */
     uint64_t bytes; /* its size */
     int fd;         /* -1 until read */
+    bool parsed;    /* h holds the header (the commit read it already) */
     bool loaded;    /* header read and checked against the manifest */
     struct st_header h;
 };

@@ -113,7 +113,10 @@ static enum accel_err read_declared(struct accel_ckpt *c, unsigned r, size_t *ca
     }
 out:
     cJSON_Delete(doc);
-    st_header_free(&f->h);
+    if (rc == ACCEL_OK)
+        f->parsed = true; /* kept for ck_open_file's check: read once */
+    else
+        st_header_free(&f->h);
     return rc;
 }
 

@@ -200,7 +200,7 @@ enum accel_err ck_open_file(struct accel_ckpt *c, uint32_t f, struct accel_error
     if (file->loaded && file->fd >= 0)
         return ACCEL_OK;
     ck_close_file(c, f); /* an earlier try failed: the same checks again */
-    if (!file->loaded)
+    if (!file->loaded && !file->parsed)
         st_header_free(&file->h);
     if (!ck_path(path, sizeof path, c->dir, file->name))
         return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", c->dir);
@@ -214,7 +214,12 @@ enum accel_err ck_open_file(struct accel_ckpt *c, uint32_t f, struct accel_error
             path, (long long)st.st_size, file->bytes);
     if (file->loaded) /* opened again after being closed: its header was checked */
         return ACCEL_OK;
-    rc = st_read(file->fd, file->bytes, ST_MAX_HEADER, path, &file->h, err);
+    /* the header the commit read already (the size just checked is the
+     * one it was read at), else read now; checked against the model either
+     * way, and read again after a failed check */
+    rc = file->parsed ? ACCEL_OK
+                      : st_read(file->fd, file->bytes, ST_MAX_HEADER, path, &file->h, err);
+    file->parsed = false;
     if (rc != ACCEL_OK)
         return rc;
     for (size_t j = c->file_first[f]; j < c->file_first[f + 1]; j++) {
