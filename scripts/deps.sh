@@ -5,23 +5,28 @@
 # their own virtual environments (scripts/oracle.sh).
 #
 # usage: scripts/deps.sh [build|test|fuzz|oracle|bench|all]   (default: test)
-#   build, test: compile and run `make test`
+#   build:       compile (libslurm-dev for the plugin)
+#   test:        build, and what `make test`'s tiers use (venv, Graphviz, clang-format)
 #   fuzz:        clang and its libFuzzer runtime for `make fuzz`
 #   oracle:      python3-venv for `make oracle` (which then uses PyPI)
 #   bench:       the peers of `make bench`: Open MPI, PyTorch (TCPStore)
 set -eu
 
-build_pkgs="make gcc g++ python3 pkg-config libyaml-dev libcjson-dev libhwloc-dev libxxhash-dev"
+build_pkgs="make gcc g++ python3 pkg-config libyaml-dev libcjson-dev libhwloc-dev libxxhash-dev libslurm-dev"
+# what make test's tiers use beyond the build: the interop tier's venv,
+# Graphviz for `accelrun topo --dot`, clang-format for format-check
+test_pkgs="python3-venv python3-pip graphviz clang-format"
 fuzz_pkgs="clang libclang-rt-14-dev"
 oracle_pkgs="python3 python3-venv python3-pip"
 bench_pkgs="openmpi-bin libopenmpi-dev python3-torch"
 
 case "${1:-test}" in
-    build|test) want="$build_pkgs" ;;
+    build) want="$build_pkgs" ;;
+    test) want="$build_pkgs $test_pkgs" ;;
     fuzz) want="$build_pkgs $fuzz_pkgs" ;;
     oracle) want="$oracle_pkgs" ;;
     bench) want="$build_pkgs $bench_pkgs" ;;
-    all) want="$build_pkgs $fuzz_pkgs $oracle_pkgs $bench_pkgs" ;;
+    all) want="$build_pkgs $test_pkgs $fuzz_pkgs $oracle_pkgs $bench_pkgs" ;;
     *) echo "usage: $0 [build|test|fuzz|oracle|bench|all]" >&2; exit 2 ;;
 esac
 
