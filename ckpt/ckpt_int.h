@@ -7,6 +7,7 @@
 #ifndef CKPT_INT_H
 #define CKPT_INT_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -150,9 +151,17 @@ enum accel_err ck_out_write(struct ck_out *o, const void *data, uint64_t len,
 /* Returns rc, or the first error of finishing the file. */
 enum accel_err ck_out_close(struct ck_out *o, enum accel_err rc, struct accel_error *err);
 
-/* Removes the regular files of directory `path` and then the directory
- * (nothing else: a subdirectory makes it fail).  0 or -1 with errno. */
-int ck_remove_dir(const char *path);
+/* Removes checkpoint directory root/name: its manifest first, then its
+ * files, then the directory (a subdirectory makes it fail).  Only a real
+ * directory owned by this process's effective uid: a symbolic link, or
+ * another user's directory, is left alone with an error, and nothing is
+ * reached through a link. */
+enum accel_err ck_remove_dir(const char *root, const char *name, struct accel_error *err);
+
+/* Directory `name` under directory descriptor `at` (AT_FDCWD for a path)
+ * as a stream, its last component never followed if it is a link (ELOOP,
+ * or ENOTDIR); NULL with errno. */
+DIR *ck_opendir_nofollow(int at, const char *name);
 
 /* A path under dir, into buf; false when it does not fit. */
 bool ck_path(char *buf, size_t len, const char *dir, const char *name);

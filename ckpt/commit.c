@@ -173,7 +173,7 @@ static enum accel_err merge_records(struct accel_ckpt *c, struct accel_error *er
  * files: files of an earlier attempt (another world size, temporaries). */
 static void remove_strays(const struct accel_ckpt *c)
 {
-    DIR *d = opendir(c->dir);
+    DIR *d = ck_opendir_nofollow(AT_FDCWD, c->dir);
     struct dirent *e;
 
     if (!d)
@@ -222,8 +222,8 @@ static void collect(const char *root, unsigned long step, unsigned keep)
                 continue;
             }
         }
-        if (ck_remove_dir(path) != 0)
-            accel_log(ACCEL_LOG_WARN, "checkpoint: couldn't remove %s: %s", path, strerror(errno));
+        if (ck_remove_dir(root, e[i].name, &err) != ACCEL_OK)
+            accel_log(ACCEL_LOG_WARN, "checkpoint: clean-up: %s", err.msg);
     }
     accel_free(e);
 }

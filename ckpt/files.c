@@ -137,32 +137,73 @@ enum accel_err ck_out_close(struct ck_out *o, enum accel_err rc, struct accel_er
     return rc;
 }
 
-int ck_remove_dir(const char *path)
+DIR *ck_opendir_nofollow(int at, const char *name)
 {
+    int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     DIR *d;
-    struct dirent *e;
-    int saved = 0;
-    char m[4200];
 
+    if (fd < 0)
+        return NULL;
+    if (!(d = fdopendir(fd))) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return d;
+}
+
+enum accel_err ck_remove_dir(const char *root, const char *name, struct accel_error *err)
+{
+    int rfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), saved = 0;
+    enum accel_err rc = ACCEL_OK;
+    DIR *d = NULL;
+    struct dirent *e;
+    struct stat st;
+
+    if (rfd < 0)
+        return accel_error_sys(err, ACCEL_EIO, "couldn't open %s", root);
+    /* the entry itself, by its descriptor from here on: a link (or a
+     * directory swapped in after the listing) is never followed, and what
+     * is emptied is what was checked */
+    if (!(d = ck_opendir_nofollow(rfd, name))) {
+        rc = accel_error_sys(err, ACCEL_EIO, "couldn't open %s/%s%s", root, name,
+                             errno == ELOOP || errno == ENOTDIR ? " (not a directory: left alone)"
+                                                                : "");
+        goto out;
+    }
+    if (fstat(dirfd(d), &st) != 0) {
+        rc = accel_error_sys(err, ACCEL_EIO, "couldn't stat %s/%s", root, name);
+        goto out;
+    }
+    if (st.st_uid != geteuid()) {
+        rc = accel_error_set(err, ACCEL_EPERM,
+                             "%s/%s belongs to uid %u, not to this process's uid %u: left alone",
+                             root, name, (unsigned)st.st_uid, (unsigned)geteuid());
+        goto out;
+    }
     /* the manifest first, made durable: a removal cut short leaves an
      * attempt (which the next clean-up finishes), never a checkpoint with
      * files missing */
-    if (!ck_path(m, sizeof m, path, CK_MANIFEST) || (unlink(m) != 0 && errno != ENOENT) ||
-        accel_fsync_dir(path) != 0)
-        return -1;
-    if (!(d = opendir(path)))
-        return -1;
+    if ((unlinkat(dirfd(d), CK_MANIFEST, 0) != 0 && errno != ENOENT) || fsync(dirfd(d)) != 0) {
+        rc = accel_error_sys(err, ACCEL_EIO, "couldn't remove %s/%s/%s", root, name, CK_MANIFEST);
+        goto out;
+    }
     while ((e = readdir(d)) != NULL)
-        /* unlinkat never follows a link: a link is removed, not its target */
+        /* unlinkat never follows a link: a link is removed, not its target;
+         * a subdirectory is not ours to empty (EISDIR) */
         if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
             unlinkat(dirfd(d), e->d_name, 0) != 0 && !saved)
             saved = errno;
-    closedir(d);
     if (saved) {
         errno = saved;
-        return -1;
-    }
-    return rmdir(path);
+        rc = accel_error_sys(err, ACCEL_EIO, "couldn't empty %s/%s", root, name);
+    } else if (unlinkat(rfd, name, AT_REMOVEDIR) != 0)
+        rc = accel_error_sys(err, ACCEL_EIO, "couldn't remove %s/%s", root, name);
+out:
+    if (d)
+        closedir(d);
+    close(rfd);
+    return rc;
 }
 
 void ck_close_file(struct accel_ckpt *c, uint32_t f)

@@ -11,13 +11,16 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "accel/alloc.h"
+#include "accel/log.h"
 #include "ckpt_int.h"
 
 unsigned long accel_ckpt_step(const struct accel_ckpt *c)
@@ -122,8 +125,20 @@ enum accel_err ck_list(const char *root, bool load, struct accel_ckpt_entry **ou
         struct accel_ckpt *c = NULL;
         struct accel_error ignored;
 
+        struct stat st;
+
         if (!ck_parse_step_name(e->d_name, &step) || !ck_path(dir, sizeof dir, root, e->d_name))
             continue;
+        /* the entry itself, never what a link names: a link planted in a
+         * shared root must not make another directory a checkpoint to
+         * load or to clean up (open a linked checkpoint by its own path) */
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue; /* gone since readdir */
+        if (!S_ISDIR(st.st_mode)) {
+            accel_log(ACCEL_LOG_WARN, "checkpoint: ignored %s: %s", dir,
+                      S_ISLNK(st.st_mode) ? "a symbolic link, not a directory" : "not a directory");
+            continue;
+        }
         if (len == cap) {
             size_t ncap = cap ? 2 * cap : 16;
             void *nv = ncap <= ACCEL_CKPT_MAX_STEP ? accel_realloc(v, ncap * sizeof *v) : NULL;

@@ -30,6 +30,7 @@
 #include <xxhash.h>
 
 #include "accel/alloc.h"
+#include "accel/log.h"
 #include "accel/utf8.h"
 #include "ckpt_int.h"
 
@@ -202,10 +203,38 @@ out:
     return rc;
 }
 
+/* A root that every user may write to and that lacks the sticky bit lets
+ * anyone rename, replace or plant the checkpoints in it: refused.  With
+ * the sticky bit (as /tmp) others can still add step directories that a
+ * resume would pick: a warning. */
+static enum accel_err check_root(const char *root, unsigned rank, struct accel_error *err)
+{
+    struct stat st;
+
+    if (stat(root, &st) != 0)
+        return accel_error_sys(err, ACCEL_EIO, "couldn't stat the checkpoint root %s", root);
+    if (!S_ISDIR(st.st_mode))
+        return accel_error_set(err, ACCEL_EINVAL, "the checkpoint root %s is not a directory",
+                               root);
+    if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+        return accel_error_set(err, ACCEL_EPERM,
+                               "the checkpoint root %s is writable by every user (mode %04o): "
+                               "anyone could replace its checkpoints or make the clean-up remove "
+                               "other files; run chmod o-w %s (or chmod +t for a shared one)",
+                               root, (unsigned)(st.st_mode & 07777), root);
+    if ((st.st_mode & S_IWOTH) && rank == 0)
+        accel_log(ACCEL_LOG_WARN,
+                  "checkpoint: the root %s is writable by every user (mode %04o): others can "
+                  "add checkpoints there that a resume would load",
+                  root, (unsigned)(st.st_mode & 07777));
+    return ACCEL_OK;
+}
+
 static enum accel_err make_dirs(const struct accel_ckpt_save_opts *o, char *dir, size_t len,
                                 struct accel_error *err)
 {
     char name[32], manifest[4200];
+    enum accel_err rc;
     struct stat st;
 
     ck_step_name(name, sizeof name, o->step);
@@ -214,11 +243,20 @@ static enum accel_err make_dirs(const struct accel_ckpt_save_opts *o, char *dir,
     if (mkdir(o->root, 0777) != 0 && errno != EEXIST)
         return accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO,
                                "couldn't create the checkpoint root %s", o->root);
+    rc = check_root(o->root, o->rank, err);
+    if (rc != ACCEL_OK)
+        return rc;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO, "couldn't create %s",
                                dir);
     if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return accel_error_set(err, ACCEL_EINVAL, "%s is not a directory", dir);
+        return accel_error_set(err, ACCEL_EINVAL, "%s is not a directory (a link is not followed)",
+                               dir);
+    if (st.st_uid != geteuid())
+        return accel_error_set(err, ACCEL_EPERM,
+                               "%s belongs to uid %u, not to this process's uid %u: a step is "
+                               "saved into a directory of its own",
+                               dir, (unsigned)st.st_uid, (unsigned)geteuid());
     if (ck_path(manifest, sizeof manifest, dir, CK_MANIFEST) && access(manifest, F_OK) == 0)
         return accel_error_set(err, ACCEL_EINVAL,
                                "%s already holds a committed checkpoint (step %lu); steps are "

@@ -1769,8 +1769,112 @@ TEST(consolidate_all_or_nothing)
     remove_tmpdir();
 }
 
+/* The clean-up never follows a link: a step-NNNNNNNN link planted in the
+ * root, to a directory outside it or to a checkpoint of another root, is
+ * ignored (a warning), and what it names stays whole; a real directory of
+ * another user is left alone; a root every user may write to is refused
+ * unless it has the sticky bit. */
+TEST(clean_up_never_follows_links)
+{
+    struct model m;
+    struct accel_ckpt_piece p[MAXW][MAXT];
+    size_t n[MAXW];
+    struct accel_ckpt_save_opts o;
+    struct save_out out;
+    struct accel_error err = {0};
+    struct accel_ckpt *c;
+    char root[256], victim[256], other[256], path[700];
+
+    make_tmpdir();
+    accel_log_set(keep_log, NULL);
+    model_init(&m, gpt_spec, sizeof gpt_spec / sizeof gpt_spec[0], 12);
+    snprintf(root, sizeof root, "%s/root", tmpdir);
+    snprintf(victim, sizeof victim, "%s/victim", tmpdir);
+    snprintf(other, sizeof other, "%s/other", tmpdir);
+    ASSERT_OK(mkdir(root, 0755));
+    ASSERT_OK(mkdir(victim, 0700));
+    snprintf(path, sizeof path, "%s/important.txt", victim);
+    spit(path, "keep me", 7);
+    /* a link that looks like an attempt older than every step saved */
+    snprintf(path, sizeof path, "%s/step-00000001", root);
+    ASSERT_OK(symlink(victim, path));
+    /* a link to a committed checkpoint of another root */
+    o = opts(other, 1, 2);
+    save_ok(&o, &m);
+    snprintf(path, sizeof path, "%s/step-00000002", root);
+    {
+        char target[300];
+        snprintf(target, sizeof target, "%s/step-00000001", other);
+        ASSERT_OK(symlink(target, path));
+    }
+    for (unsigned long s = 3; s <= 5; s++) {
+        o = opts(root, s, 2);
+        o.keep = 1;
+        save_ok(&o, &m);
+    }
+    snprintf(path, sizeof path, "%s/important.txt", victim);
+    ASSERT(exists(path));
+    ASSERT_INT_EQ(test_count_entries(victim), 1);
+    snprintf(path, sizeof path, "%s/step-00000001", other);
+    ASSERT_ACCEL_OK(accel_ckpt_open(&c, path, &err), &err);
+    check_model(c, &m, 3);
+    accel_ckpt_close(c);
+    ASSERT_CONTAINS(logged, "root/step-00000001: a symbolic link, not a directory");
+    ASSERT_CONTAINS(logged, "root/step-00000002: a symbolic link, not a directory");
+    snprintf(path, sizeof path, "%s/step-00000004", root); /* keep = 1 */
+    ASSERT(!exists(path));
+
+    /* a step directory that links elsewhere is not saved into either */
+    snprintf(path, sizeof path, "%s/step-00000009", root);
+    ASSERT_OK(symlink(victim, path));
+    o = opts(root, 9, 1);
+    split_all(&m, 1, p, n);
+    save_world(&o, p, n, &out);
+    ASSERT_INT_EQ(out.rc[0], ACCEL_EINVAL);
+    ASSERT_CONTAINS(out.err[0].msg, "is not a directory (a link is not followed)");
+    ASSERT_INT_EQ(test_count_entries(victim), 1);
+
+    /* another user's directories: neither removed nor saved into (as root
+     * only: no other user can own a file made here otherwise) */
+    if (geteuid() == 0) {
+        snprintf(path, sizeof path, "%s/step-00000006", root); /* an old attempt */
+        ASSERT_OK(mkdir(path, 0755));
+        ASSERT_OK(chown(path, 4242, 4242));
+        snprintf(path, sizeof path, "%s/step-00000010", root);
+        ASSERT_OK(mkdir(path, 0755));
+        ASSERT_OK(chown(path, 4242, 4242));
+        o = opts(root, 7, 1);
+        o.keep = 1;
+        save_ok(&o, &m);
+        snprintf(path, sizeof path, "%s/step-00000006", root);
+        ASSERT(exists(path));
+        ASSERT_CONTAINS(logged, "step-00000006 belongs to uid 4242, not to this process's uid 0");
+        o = opts(root, 10, 1);
+        save_world(&o, p, n, &out);
+        ASSERT_INT_EQ(out.rc[0], ACCEL_EPERM);
+        ASSERT_CONTAINS(out.err[0].msg, "step-00000010 belongs to uid 4242");
+    } else
+        test_note("not root: the other-user cases are not run");
+
+    /* a root every user may write to */
+    ASSERT_OK(chmod(root, 0777));
+    o = opts(root, 11, 1);
+    save_world(&o, p, n, &out);
+    ASSERT_INT_EQ(out.rc[0], ACCEL_EPERM);
+    ASSERT_CONTAINS(out.err[0].msg, "is writable by every user (mode 0777)");
+    ASSERT_CONTAINS(out.err[0].msg, "chmod o-w");
+    snprintf(path, sizeof path, "%s/step-00000011", root);
+    ASSERT(!exists(path));
+    ASSERT_OK(chmod(root, 01777)); /* as /tmp: saved, with a warning */
+    save_ok(&o, &m);
+    ASSERT_CONTAINS(logged, "others can add checkpoints there");
+    model_free(&m);
+    remove_tmpdir();
+}
+
 TEST_LIST(T(consolidate_all_or_nothing), T(st_round_trip), T(st_parse_rejects), T(st_parse_accepts),
           T(st_read_length), T(reshard_bit_exact), T(rank_file_format), T(ranks_without_pieces),
           T(empty_checkpoint), T(failed_save_commits_nothing), T(agree_error),
           T(incomplete_attempt), T(keep), T(same_step_twice), T(corrupt_rank_file),
-          T(corrupt_manifest), T(bad_arguments), T(meta_and_shapes))
+          T(corrupt_manifest), T(bad_arguments), T(meta_and_shapes),
+          T(clean_up_never_follows_links))
