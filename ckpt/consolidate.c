@@ -181,19 +181,29 @@ static enum accel_err write_index(const char *out, const char *file, struct ck_t
     return rc;
 }
 
+/* True for NNNNN, five decimal digits (huggingface_hub's %05d). */
+static bool five_digits(const char *p)
+{
+    for (int i = 0; i < 5; i++)
+        if (p[i] < '0' || p[i] > '9')
+            return false;
+    return true;
+}
+
 /* True for the names an export is made of: model.safetensors,
  * model-NNNNN-of-NNNNN.safetensors, the index; and their partial files. */
 static bool hf_name(const char *name)
 {
-    unsigned a, b;
-    int n = 0;
+    static const char pre[] = "model-", of[] = "-of-", ext[] = ".safetensors";
+    const size_t len = sizeof pre - 1 + 5 + sizeof of - 1 + 5 + sizeof ext - 1; /* 32 */
 
     if (!strncmp(name, PARTIAL, sizeof(PARTIAL) - 1))
         name += sizeof(PARTIAL) - 1;
     if (!strcmp(name, HF_SINGLE) || !strcmp(name, HF_INDEX))
         return true;
-    return sscanf(name, "model-%5u-of-%5u.safetensors%n", &a, &b, &n) == 2 &&
-           (size_t)n == strlen(name) && strlen(name) == 33;
+    return strlen(name) == len && !strncmp(name, pre, sizeof pre - 1) && five_digits(name + 6) &&
+           !strncmp(name + 11, of, sizeof of - 1) && five_digits(name + 15) &&
+           !strcmp(name + 20, ext);
 }
 
 /* Before this consolidation's partial files are renamed into place: removes
@@ -206,6 +216,7 @@ static void remove_stale(const char *out, size_t nshards)
     DIR *d = opendir(out);
     struct dirent *e;
     char ours[64], part[80];
+    size_t replaced = 0;
 
     if (!d)
         return;
@@ -215,11 +226,19 @@ static void remove_stale(const char *out, size_t nshards)
             partial_name(part, sizeof part, ours);
             keep = !strcmp(e->d_name, part);
         }
-        if (!keep && unlinkat(dirfd(d), e->d_name, 0) != 0)
+        if (keep)
+            continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) != 0)
             accel_log(ACCEL_LOG_WARN, "consolidate: couldn't remove %s/%s: %s", out, e->d_name,
                       strerror(errno));
+        else
+            replaced += strncmp(e->d_name, PARTIAL, sizeof(PARTIAL) - 1) != 0;
     }
     closedir(d);
+    /* a model.safetensors put there by hand is gone too: said, not silent */
+    if (replaced)
+        accel_log(ACCEL_LOG_WARN, "consolidate: replaced the %zu file%s of an earlier export in %s",
+                  replaced, replaced == 1 ? "" : "s", out);
 }
 
 /* huggingface_hub's split (split_state_dict_into_shards_factory), over the

@@ -1765,6 +1765,23 @@ TEST(consolidate_all_or_nothing)
     accel_free(index2);
     accel_free(shard1);
     accel_free(shard2);
+
+    /* sharded, sharded otherwise, then one file: each export replaces the
+     * one before whole, and partial files a crashed one left go too */
+    accel_log_set(keep_log, NULL);
+    snprintf(f0, sizeof f0, "%s/rank-00001-of-00002.safetensors", dir);
+    flip_byte(f0, data_offset(f0, "wte.bf16") + 1); /* undamaged again */
+    ASSERT_ACCEL_OK(accel_ckpt_open(&c, dir, &err), &err);
+    snprintf(path, sizeof path, "%s/.partial-model-00002-of-00009.safetensors", hf);
+    spit(path, "x", 1);
+    ASSERT_ACCEL_OK(accel_ckpt_consolidate(c, hf, 100, &err), &err);
+    ASSERT_CONTAINS(logged, "replaced the 5 files of an earlier export in");
+    ASSERT(!exists(path));
+    ASSERT_ACCEL_OK(accel_ckpt_consolidate(c, hf, 0, &err), &err);
+    accel_ckpt_close(c);
+    ASSERT_INT_EQ(test_count_entries(hf), 2); /* model.safetensors, model-ema.safetensors */
+    snprintf(path, sizeof path, "%s/model.safetensors", hf);
+    ASSERT(exists(path));
     model_free(&m);
     remove_tmpdir();
 }
