@@ -187,10 +187,20 @@ static void check_mixed_precision(struct rules *r)
                    "'%s' is not one of: no, fp16, bf16, fp8", p->val.u.s);
 }
 
-/* gpu_ids: "all" or a comma list of device numbers.  Returns how many ids. */
+#define GPU_ID_MAX 4096
+
+static long bad_gpu_ids(struct rules *r, const struct accel_pair *p, const char *why)
+{
+    accel_diag_add(r->d, ACCEL_SEV_ERROR, &p->val.mark, "gpu_ids", "'%s' %s", p->val.u.s, why);
+    return -1;
+}
+
+/* gpu_ids: "all" or a comma list of distinct device numbers.  Returns how
+ * many ids. */
 static long check_gpu_ids(struct rules *r)
 {
     const struct accel_pair *p = top(r, "gpu_ids");
+    unsigned char seen[GPU_ID_MAX / 8] = {0};
     long count = 0;
 
     if (p == NULL || p->val.type == ACCEL_V_NULL)
@@ -216,24 +226,26 @@ static long check_gpu_ids(struct rules *r)
         while (*s == ' ')
             s++;
         id = strtol(s, &end, 10);
-        if (end == s || id < 0 || id > 4095) {
-            accel_diag_add(r->d, ACCEL_SEV_ERROR, &p->val.mark, "gpu_ids",
-                           "'%s' is not 'all' or a comma list of device numbers such as '0,1,2,3'",
-                           p->val.u.s);
-            return -1;
-        }
+        if (end == s || id < 0 || id >= GPU_ID_MAX)
+            return bad_gpu_ids(r, p,
+                               "is not 'all' or a comma list of device numbers such as "
+                               "'0,1,2,3'");
+        /* '0,0' would become CUDA_VISIBLE_DEVICES=0,0: PyTorch sees no device */
+        if (seen[id / 8] & (1u << (id % 8)))
+            return bad_gpu_ids(r, p, "names a device twice; list each device once");
+        seen[id / 8] |= (unsigned char)(1u << (id % 8));
         count++;
         s = end;
         while (*s == ' ')
             s++;
+        if (*s == ',' && s[1 + strspn(s + 1, " ")] == '\0')
+            return bad_gpu_ids(r, p, "ends with a comma; remove it");
         if (*s == ',')
             s++;
-        else if (*s != '\0') {
-            accel_diag_add(r->d, ACCEL_SEV_ERROR, &p->val.mark, "gpu_ids",
-                           "'%s' is not 'all' or a comma list of device numbers such as '0,1,2,3'",
-                           p->val.u.s);
-            return -1;
-        }
+        else if (*s != '\0')
+            return bad_gpu_ids(r, p,
+                               "is not 'all' or a comma list of device numbers such as "
+                               "'0,1,2,3'");
     }
     return count;
 }
