@@ -68,6 +68,16 @@ enum accel_err accel_read_file(const char *path, size_t max, char **out, size_t 
             break;
         got += (size_t)n;
     }
+    if (st.st_size == 0) { /* /proc and /sys files say 0 and have data */
+        char extra;
+        if (read(fd, &extra, 1) == 1) {
+            rc = accel_error_set(err, ACCEL_EINVAL,
+                                 "%s reports a size of 0 but has data (a /proc or /sys file?); "
+                                 "copy it to a regular file first",
+                                 path);
+            goto out;
+        }
+    }
     if (got == (size_t)st.st_size && got == max) {
         char extra;
         if (read(fd, &extra, 1) == 1) {

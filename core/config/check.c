@@ -7,6 +7,7 @@
  * silently fall back to defaults.  Cross-field rules live in rules.c.
  */
 #include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,7 +194,13 @@ static void check_value(struct walk *w, const struct key_spec *k, const struct a
                            v->quoted ? "; remove the quotes" : "");
             return;
         }
-        if (k->min < k->max && (v->u.i < k->min || v->u.i > k->max))
+        /* a literal past int64 was clamped (scalar.c): not its value */
+        if (k->min < k->max && (v->u.i == LLONG_MAX || v->u.i == LLONG_MIN))
+            accel_diag_add(w->d, ACCEL_SEV_ERROR, &v->mark, path,
+                           "the number is past the 64-bit integer range; use a value from %ld "
+                           "to %ld",
+                           k->min, k->max);
+        else if (k->min < k->max && (v->u.i < k->min || v->u.i > k->max))
             accel_diag_add(w->d, ACCEL_SEV_ERROR, &v->mark, path,
                            "%lld is out of range; use a value from %ld to %ld", v->u.i, k->min,
                            k->max);

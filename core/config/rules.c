@@ -423,7 +423,9 @@ static void check_layout(struct rules *r, const char *dist, long ngpu_ids)
 
     if (machines < 1)
         return;
-    if (procs > 0 && procs % machines != 0)
+    /* a count out of range is said once, by the schema check */
+    if (procs > 0 && procs <= SCHEMA_MAX_PROCESSES && machines <= SCHEMA_MAX_MACHINES &&
+        procs % machines != 0)
         accel_diag_add(r->d, ACCEL_SEV_ERROR, &np->val.mark, "num_processes",
                        "%ld processes do not divide among %ld machines (accelerate would start "
                        "%ld per machine and a world of %ld); use a multiple of %ld",

@@ -199,7 +199,7 @@ static const struct section mpi_section = {"mpirun_config", NULL, NULL, 0, mpi_k
         {"debug", KT_BOOL, NULL, KF_NULL}, {"enable_cpu_affinity", KT_BOOL, NULL, KF_NULL},        \
         {"dynamo_config", KT_MAP, NULL, KF_NULL, 0, 0, NULL, &dyn_section},                        \
         {"gpu_ids", KT_ANY, NULL, KF_NULL},                                                        \
-        {"num_machines", KT_INT, NULL, KF_NULL, 0, 0, NULL, NULL, 1, 1 << 20},                     \
+        {"num_machines", KT_INT, NULL, KF_NULL, 0, 0, NULL, NULL, 1, SCHEMA_MAX_MACHINES},         \
         {"fp16", KT_BOOL, NULL, KF_LEGACY | KF_NULL, 0, 0, "mixed_precision: fp16"},               \
     {                                                                                              \
         "dynamo_backend", KT_ANY, NULL, KF_LEGACY | KF_NULL, 0, 0,                                 \
@@ -208,7 +208,7 @@ static const struct section mpi_section = {"mpirun_config", NULL, NULL, 0, mpi_k
 
 static const struct key_spec cluster_keys[] = {
     BASE_KEYS,
-    {"num_processes", KT_INT, NULL, KF_NULL, 0, 0, NULL, NULL, 1, 1 << 24},
+    {"num_processes", KT_INT, NULL, KF_NULL, 0, 0, NULL, NULL, 1, SCHEMA_MAX_PROCESSES},
     {"machine_rank", KT_INT, NULL, KF_NULL, 0, 0, NULL, NULL, 0, 1 << 20},
     {"main_process_ip", KT_STR, NULL, KF_NULL},
     {"main_process_port", KT_INT, NULL, KF_NULL, 0, 0, NULL, NULL, 0, 65535},

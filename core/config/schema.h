@@ -19,6 +19,11 @@ enum key_type {
     KT_ANY      /* anything; checked by a rule in check.c */
 };
 
+/* The ranges of num_processes and num_machines (the rules skip the layout
+ * checks for values outside them: the schema reports those). */
+#define SCHEMA_MAX_PROCESSES (1L << 24)
+#define SCHEMA_MAX_MACHINES (1L << 20)
+
 #define KF_NULL 0x01u   /* null allowed: means "not given" */
 #define KF_CASEI 0x02u  /* enum compared case-insensitively */
 #define KF_DIGITS 0x04u /* enum also accepted as its 1-based index */
