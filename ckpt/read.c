@@ -291,6 +291,17 @@ enum accel_err accel_ckpt_read(struct accel_ckpt *c, const char *name, enum acce
     return read_range(c, t, lo, hi, dst, err);
 }
 
+enum accel_err accel_ckpt_check_files(struct accel_ckpt *c, struct accel_error *err)
+{
+    enum accel_err rc = ACCEL_OK;
+
+    for (uint32_t f = 0; rc == ACCEL_OK && f < c->nf; f++) {
+        rc = ck_open_file(c, f, err);
+        ck_close_file(c, f); /* a listing of thousands of ranks holds none open */
+    }
+    return rc;
+}
+
 enum accel_err accel_ckpt_verify(struct accel_ckpt *c, struct accel_error *err)
 {
     enum accel_err rc = ACCEL_OK;

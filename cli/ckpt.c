@@ -225,8 +225,11 @@ static size_t loaded_entry(const char *root, const struct accel_ckpt_entry *e, s
 
     accel_error_clear(&err);
     why[0] = '\0';
-    if (accel_ckpt_open(&c, root, &err) != ACCEL_OK) {
+    /* its rank files too: a truncated one fails the load's first read */
+    if (accel_ckpt_open(&c, root, &err) != ACCEL_OK ||
+        accel_ckpt_check_files(c, &err) != ACCEL_OK) {
         snprintf(why, len, "%s", err.msg);
+        accel_ckpt_close(c);
         return SIZE_MAX;
     }
     {

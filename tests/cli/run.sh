@@ -229,7 +229,29 @@ else
     contains "ckpt ls: says why" "'step' is 100 but the directory is step-00000400"
     contains "ckpt ls: says a load fails" "$ck: 2 committed, 2 not; a load fails: $ck/step-00000400/manifest.json"
     expect "ckpt verify: a damaged newest manifest exits 1" 1 "$bin" ckpt verify "$ck"
+    # a newest checkpoint with a truncated rank file: ls says the load fails
+    # (the resume would, with EIO), not "<- load"
+    mkdir -p "$tmp/cut" && cp -r "$ck/step-00000100" "$tmp/cut/"
+    f=$tmp/cut/step-00000100/rank-00001-of-00002.safetensors
+    head -c 1000 "$f" >"$f.cut" && mv "$f.cut" "$f"
+    expect "ckpt ls: a truncated rank file" 0 "$bin" ckpt ls "$tmp/cut"
+    contains "ckpt ls: a truncated rank file fails the load" "a load fails: $tmp/cut/step-00000100/rank-00001-of-00002.safetensors: 1000 bytes, the manifest says"
+    if printf '%s' "$out" | grep -qF -- "<- load"; then
+        bad "ckpt ls: a truncated rank file is not marked '<- load'" "$out"
+    else
+        ok "ckpt ls: a truncated rank file is not marked '<- load'"
+    fi
 fi
+
+# a number past int64 is not printed as 9223372036854775807, and no
+# divisibility error follows it
+printf 'distributed_type: MULTI_GPU\nnum_machines: 2\nnum_processes: 99999999999999999999999999\n' >"$tmp/huge.yaml"
+expect "check: num_processes past int64 exits 1" 1 "$bin" check "$tmp/huge.yaml"
+contains "check: past int64 says so" "num_processes: the number is past the 64-bit integer range; use a value from 1 to 16777216"
+if printf '%s' "$out" | grep -qF -- "9223372036854775807"; then bad "check: past int64: no clamped value, no divisibility error" "$out"; else ok "check: past int64: no clamped value, no divisibility error"; fi
+# a /proc file reports size 0 but is not empty
+expect "check /proc/self/status exits 2" 2 "$bin" check /proc/self/status
+contains "check /proc/self/status: not 'the file is empty'" "reports a size of 0 but has data"
 
 . "$(dirname "$0")/launch.sh"
 

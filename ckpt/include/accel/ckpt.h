@@ -152,6 +152,12 @@ enum accel_err accel_ckpt_read(struct accel_ckpt *c, const char *name, enum acce
                                uint64_t lo, uint64_t hi, void *dst,
                                struct accel_error *err) ACCEL_WUR;
 
+/* Checks that every rank file is there with the size the manifest says and
+ * a header that matches it, reading no tensor data (what a load would trip
+ * over first: a truncated or replaced file).  The first problem is the
+ * error; accel_ckpt_verify checks the data too. */
+enum accel_err accel_ckpt_check_files(struct accel_ckpt *c, struct accel_error *err) ACCEL_WUR;
+
 /* Reads every piece of every file and checks its checksum, each file's
  * header against the manifest and that no file has bytes beyond its last
  * tensor.  The first problem is the error. */
