@@ -28,9 +28,14 @@ static void topology_path(spank_t sp, char *out, size_t size)
         snprintf(out, size, "%s", plugin.args.topology);
         return;
     }
-    if (spank_getenv(sp, "SLURM_CONF", conf, sizeof(conf)) != ESPANK_SUCCESS ||
-        (slash = strrchr(conf, '/')) == NULL)
-        snprintf(conf, sizeof(conf), "/etc/slurm/slurm.conf");
+    /* slurmstepd's own SLURM_CONF (slurmd's), never the job's: a user must
+     * not point the plugin at a topology file of their own */
+    const char *own = getenv("SLURM_CONF");
+
+    (void)sp;
+    if (own == NULL || strlen(own) >= sizeof(conf) || strchr(own, '/') == NULL)
+        own = "/etc/slurm/slurm.conf";
+    snprintf(conf, sizeof(conf), "%s", own);
     slash = strrchr(conf, '/');
     *slash = '\0';
     snprintf(out, size, "%s/topology.conf", conf);

@@ -8,6 +8,7 @@
  * user_init of a batch job drains the node.  task_init failures make each
  * task exit 1 and srun exit 1, and drain nothing.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +98,48 @@ int plugin_stepd_exit(spank_t sp)
     return 0;
 }
 
+/* True when the effective gid and every supplementary group are the job's
+ * (its gid and S_JOB_SUPPLEMENTARY_GIDS), as Slurm sets them before
+ * user_init; else the reason in plugin.error: a user's file is never read
+ * with a group the user does not have (root's, say). */
+static bool job_groups_only(spank_t sp)
+{
+    gid_t job_gid = 0, *sup = NULL, *have = NULL;
+    int nsup = 0, n;
+    bool ok = true;
+    if (spank_get_item(sp, S_JOB_GID, &job_gid) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_SUPPLEMENTARY_GIDS, &sup, &nsup) != ESPANK_SUCCESS) {
+        snprintf(plugin.error, sizeof(plugin.error),
+                 PLUGIN_NAME ": couldn't read the job's groups from Slurm");
+        return false;
+    }
+    if (getegid() != job_gid) {
+        snprintf(plugin.error, sizeof(plugin.error),
+                 PLUGIN_NAME ": refusing to read %s with gid %u instead of the job's gid %u",
+                 plugin.config_path, (unsigned)getegid(), (unsigned)job_gid);
+        return false;
+    }
+    n = getgroups(0, NULL);
+    if (n < 0 || (n > 0 && !(have = malloc((size_t)n * sizeof(*have)))) ||
+        (n > 0 && (n = getgroups(n, have)) < 0)) {
+        snprintf(plugin.error, sizeof(plugin.error),
+                 PLUGIN_NAME ": couldn't read this process's groups: %s", strerror(errno));
+        free(have);
+        return false;
+    }
+    for (int i = 0; ok && i < n; i++) {
+        ok = have[i] == job_gid;
+        for (int k = 0; !ok && k < nsup; k++)
+            ok = have[i] == sup[k];
+        if (!ok)
+            snprintf(plugin.error, sizeof(plugin.error),
+                     PLUGIN_NAME ": refusing to read %s with group %u, which the job does not have",
+                     plugin.config_path, (unsigned)have[i]);
+    }
+    free(have);
+    return ok;
+}
+
 /* Loads the site file and the config as the job user.  Never fails the
  * callback: problems are kept for task_init. */
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
@@ -135,6 +178,8 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
                  plugin.config_path, (unsigned)geteuid(), (unsigned)job_uid);
         return 0;
     }
+    if (!job_groups_only(sp))
+        return 0;
     accel_diags_init(&d);
     accel_error_clear(&err);
     accel_site_init(&plugin.site);
@@ -288,7 +333,17 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         char tpn[4096];
         unsigned before = 0, count = 0;
         uint32_t group = node_id, first = 0;
-        if (spank_getenv(sp, "SLURM_STEP_TASKS_PER_NODE", tpn, sizeof(tpn)) == ESPANK_SUCCESS) {
+        spank_err_t terr = spank_getenv(sp, "SLURM_STEP_TASKS_PER_NODE", tpn, sizeof(tpn));
+        /* absent: Slurm's numbering; present but unreadable (longer than
+         * tpn): an error, never a silently skipped check */
+        if (terr != ESPANK_SUCCESS && terr != ESPANK_ENV_NOEXIST) {
+            snprintf(plugin.error, sizeof(plugin.error),
+                     PLUGIN_NAME
+                     ": couldn't read SLURM_STEP_TASKS_PER_NODE (%zu bytes at most): %s",
+                     sizeof(tpn) - 1, spank_strerror(terr));
+            return fail_task(rank, plugin.error);
+        }
+        if (terr == ESPANK_SUCCESS) {
             if (accel_tasks_per_node(tpn, node_id, &before, &count, &err) != ACCEL_OK ||
                 count != local_count)
                 return fail_task(rank, PLUGIN_NAME ": SLURM_STEP_TASKS_PER_NODE does not match "

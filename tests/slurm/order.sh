@@ -93,5 +93,18 @@ if ran "order: srun -N4 -n8 --accel-config=cfg.yaml"; then
         --node-rank-from group
 fi
 
+# the job's SLURM_CONF is the user's, not slurmd's: a topology.conf beside
+# a copy of slurm.conf in the user's folder must not change the order
+mkdir -p "$W/conf" "$W/o2"
+cp -r /etc/slurm/. "$W/conf/" # plugstack.conf too: srun reads it beside slurm.conf
+printf 'SwitchName=flat Nodes=n[1-4]\n' >"$W/conf/topology.conf"
+chown -R "$LAB_USER:" "$W"
+A "$W" 90 env SLURM_CONF="$W/conf/slurm.conf" srun -N4 -n8 --accel-config=cfg.yaml \
+    /usr/bin/python3 "$W/dumpenv.py" "$W/o2"
+if ran "order: srun with the user's own SLURM_CONF"; then
+    check "order: the user's SLURM_CONF and topology.conf do not change the order (n1 n3 n2 n4)" \
+        order "$W/o2" --tasks 8 --nproc-per-node 2 --nodes n1,n3,n2,n4 --master-addr n1
+fi
+
 echo "# order cases took $((SECONDS - t_start)) s"
 finish
