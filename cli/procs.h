@@ -19,11 +19,14 @@ struct procs_opts {
     double grace_s;          /* SIGTERM → SIGKILL delay when stopping ranks */
 };
 
-/* Runs the ranks until all have ended.  Returns the launcher's exit status:
- * 0 when every rank exited 0; else the first failed rank's exit code (128 +
- * signal for a signal), after the others were stopped, with a one-line
- * summary on stderr; 128 + signal when the launcher itself was interrupted
- * (SIGINT, SIGTERM, SIGHUP are forwarded to every rank's process group). */
+/* Runs the ranks until all have ended and nothing they started is left (what
+ * outlives them is stopped).  Returns the launcher's exit status: 0 when
+ * every rank exited 0; else the first failed rank's exit code (128 + signal
+ * for a signal), after the others were stopped, with a one-line summary on
+ * stderr; 128 + signal when the launcher itself was interrupted (SIGINT,
+ * SIGTERM, SIGHUP are forwarded to every rank's process group), 141 when its
+ * output was closed (the ranks are stopped); 2, with no rank started, when a
+ * --tee log cannot be opened. */
 int procs_run(const struct procs_opts *o);
 
 #endif

@@ -88,3 +88,63 @@ out=$(env ACCELERATE_MIXED_PRECISION=bf16 ACCELERATE_USE_FSDP=true FSDP_SHARDING
 contains "launch: a pod's ACCELERATE_*/FSDP_* win over the built-in config" "[1] mp=bf16 fsdp=true s=FULL_SHARD r=1"
 out=$(env ACCELERATE_MIXED_PRECISION=bf16 "$bin" launch -n 1 --config examples/gpt-cpu.yaml -- sh -c 'echo "mp=$ACCELERATE_MIXED_PRECISION"' 2>&1)
 contains "launch: with --config, the config's value wins" "[0] mp=no"
+
+# nothing a rank started outlives the launcher: rank 0's leader dies of the
+# SIGTERM, its child ignores it and gets the SIGKILL of its (leaderless) group
+"$bin" launch -n 2 --grace 1 -- sh -c 'if [ $LOCAL_RANK = 0 ]; then (trap "" TERM; exec sleep 300.123) & sleep 300.123; else sleep .5; exit 5; fi' >"$tmp/left.out" 2>&1
+rc=$?
+if [ $rc -eq 5 ] && ! pgrep -f 'sleep 300\.123' >/dev/null; then
+    ok "launch: a TERM-ignoring child of a reaped rank leader is killed, exit 5"
+else
+    bad "launch: a TERM-ignoring child of a reaped rank leader is killed, exit 5 (exit $rc)" "$(cat "$tmp/left.out"; pgrep -af 'sleep 300\.123')"
+fi
+pkill -KILL -f 'sleep 300\.123'
+# ranks that all exit 0 but leave a process in a session of its own
+"$bin" launch -n 2 --grace 1 -- sh -c 'setsid sleep 300.124 </dev/null >/dev/null 2>&1 & echo started' >"$tmp/left.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && ! pgrep -f 'sleep 300\.124' >/dev/null; then
+    ok "launch: what ranks left in another session is stopped, exit 0"
+else
+    bad "launch: what ranks left in another session is stopped, exit 0 (exit $rc)" "$(cat "$tmp/left.out"; pgrep -af 'sleep 300\.124')"
+fi
+pkill -KILL -f 'sleep 300\.124'
+
+# the reader of the launcher's output goes away: the ranks are stopped, the
+# launcher is not killed by SIGPIPE
+(
+    "$bin" launch -n 2 --grace 1 -- sh -c 'echo hi; sleep 1; [ $RANK = 0 ] && echo more; exec sleep 40.123' 2>"$tmp/pipe.err"
+    echo $? >"$tmp/pipe.rc"
+) | head -c 3 >/dev/null
+out=$(cat "$tmp/pipe.err")
+contains "launch: a closed output stops the job" "accelrun: the output was closed (Broken pipe): stopped 2 ranks"
+if [ "$(cat "$tmp/pipe.rc")" = 141 ] && ! pgrep -f 'sleep 40\.123' >/dev/null; then
+    ok "launch: a closed output leaves no rank behind, exit 141"
+else
+    bad "launch: a closed output leaves no rank behind, exit 141 (exit $(cat "$tmp/pipe.rc"))" "$(pgrep -af 'sleep 40\.123')"
+fi
+pkill -KILL -f 'sleep 40\.123'
+
+# --tee that cannot be written fails before any rank starts, with one error
+: >"$tmp/notdir"
+expect "launch: --tee on a file exits 2" 2 env T="$tmp" "$bin" launch -n 2 --tee "$tmp/notdir" -- sh -c 'touch "$T/ran"'
+contains "launch: --tee on a file names it" "accelrun launch: --tee $tmp/notdir: Not a directory"
+if [ ! -e "$tmp/ran" ] && [ "$(printf '%s\n' "$out" | grep -c -e '--tee')" -eq 1 ]; then
+    ok "launch: --tee on a file: one error, no rank started"
+else
+    bad "launch: --tee on a file: one error, no rank started" "$out"
+fi
+mkdir "$tmp/tl" && echo keep >"$tmp/victim" && ln -s "$tmp/victim" "$tmp/tl/rank-1.log"
+expect "launch: --tee over a planted symlink exits 2" 2 env T="$tmp" "$bin" launch -n 2 --tee "$tmp/tl" -- sh -c 'touch "$T/ran"'
+contains "launch: --tee over a symlink names the log" "accelrun launch: --tee: cannot open $tmp/tl/rank-1.log"
+if [ "$(cat "$tmp/victim")" = keep ] && [ ! -e "$tmp/ran" ]; then
+    ok "launch: --tee does not follow a planted symlink, no rank started"
+else
+    bad "launch: --tee does not follow a planted symlink, no rank started" "$(cat "$tmp/victim")"
+fi
+if [ "$(id -u)" = 0 ]; then
+    skip=$((skip + 1)); echo "ok - launch: --tee into a read-only directory # SKIP root writes anywhere"
+else
+    mkdir "$tmp/ro" && chmod 555 "$tmp/ro"
+    expect "launch: --tee into a read-only directory exits 2" 2 "$bin" launch -n 2 --tee "$tmp/ro" -- true
+    contains "launch: --tee into a read-only directory names the log" "cannot open $tmp/ro/rank-0.log: Permission denied"
+fi
