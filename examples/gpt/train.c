@@ -484,7 +484,11 @@ static void banner(const struct trainer *t)
            t->world, t->a.batch, t->world, t->world > 1 ? "s" : "", t->accum,
            t->accum > 1 ? "s" : "", t->micro, accel_dtype_name(t->opts.compute),
            strategy_name(t->opts.strategy), accel_comm_backend(t->comm));
-    if (t->start)
+    if (t->start >= t->a.steps)
+        printf("train_gpt: resumed from %s/step-%08zu (saved by %u rank%s): that is step %zu of "
+               "%zu, nothing left to train (a larger --steps trains on)\n",
+               t->a.ckpt_dir, t->start, t->from, t->from == 1 ? "" : "s", t->start, t->a.steps);
+    else if (t->start)
         printf("train_gpt: resumed from %s/step-%08zu (saved by %u rank%s): steps %zu..%zu to "
                "go\n",
                t->a.ckpt_dir, t->start, t->from, t->from == 1 ? "" : "s", t->start + 1, t->a.steps);
@@ -579,7 +583,10 @@ static int train(struct trainer *t)
         return -1;
     if (t->log)
         fprintf(t->log, "# val %.9g\n", (double)val);
-    if (t->rank == 0) {
+    if (t->rank == 0 && t->start >= t->a.steps) { /* no loss to show: none was computed */
+        printf("train_gpt: 0 steps: val loss %.4f at step %zu\n", (double)val, t->start);
+        fflush(stdout);
+    } else if (t->rank == 0) {
         printf("train_gpt: %zu steps in %.1f s: train loss %.4f -> %.4f, val loss %.4f; "
                "%.1f ms/step (steps %zu..%zu)\n",
                t->a.steps - t->start, now_s() - t0, (double)first, (double)loss, (double)val,

@@ -263,6 +263,18 @@ if [ -s "$tmp/w4.log" ] && kill_after killed 4 "$tmp/ck" "$half"; then
         within "resumed at world $n: final step and validation within $FP32_FINAL_TOL ($final, $val)" \
             "$(awk -v a="$final" -v b="$val" 'BEGIN { print (a > b ? a : b) }')" $FP32_FINAL_TOL
     done
+    # resumed where it ends (ck2's world-2 run saved its last step): nothing
+    # to train, said so, no NaN losses
+    cp -r "$tmp/ck2" "$tmp/ckend"
+    if out=$("$accelrun" launch -n 2 --config "$cfg" -- "$train" --steps "$steps" \
+        --ckpt-dir "$tmp/ckend" 2>&1) &&
+        printf '%s' "$out" | grep -q "that is step $steps of $steps, nothing left to train" &&
+        printf '%s' "$out" | grep -q "train_gpt: 0 steps: val loss [0-9.]* at step $steps" &&
+        ! printf '%s' "$out" | grep -qi "nan\|$((steps + 1))\.\.$steps"; then
+        ok "resumed at its final step: nothing left to train, said so (no NaN, no 'steps $((steps + 1))..$steps')"
+    else
+        bad "resumed at its final step: nothing left to train, said so" "$out"
+    fi
     cp -r "$tmp/ck2" "$tmp/ckseed"
     if out=$("$accelrun" launch -n 2 --config "$cfg" -- "$train" --steps "$steps" --seed 7 \
         --ckpt-dir "$tmp/ckseed" 2>&1); then
