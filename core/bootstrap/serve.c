@@ -142,7 +142,7 @@ static void reply(struct store_core *core, struct store_conn *c, unsigned op, en
         return;
     f.op = (uint8_t)(op | STORE_REPLY);
     f.status = (uint16_t)status;
-    f.nonce = core->nonce;
+    f.nonce = c->hello ? core->nonce : 0; /* only a client that proved it knows it */
     f.vlen = (uint32_t)vlen;
     f.arg = arg;
     store_frame_encode(c->out + c->out_len, &f);
@@ -402,10 +402,11 @@ static void handle(struct store_core *core, struct store_conn *c, const struct s
     uint8_t bkey[ACCEL_STORE_MAX_KEY + 1];
 
     if (f->nonce != core->nonce) {
+        /* Never tell the job's nonce to a client that does not know it. */
         reply_err(core, c, op, ACCEL_ENONCE, true,
-                  "nonce %016" PRIx64 " is not this job's (%016" PRIx64
-                  "): a client of another job or of an earlier step",
-                  f->nonce, core->nonce);
+                  "nonce %016" PRIx64 " is not this job's: a client of another job or of an "
+                  "earlier step",
+                  f->nonce);
         return;
     }
     if (f->klen > 0 && memchr(key, 0, f->klen) != NULL) {

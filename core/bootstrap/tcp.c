@@ -311,6 +311,14 @@ enum accel_err accel_store_connect(struct accel_store **out, const struct accel_
                 *out = s;
                 return ACCEL_OK;
             }
+            if (rc == ACCEL_ETIMEDOUT) {
+                /* roundtrip timed only the hello; say how long the connect took */
+                rc = accel_error_set(err, ACCEL_ETIMEDOUT,
+                                     STORE_WHO ": connect: no answer from rank 0 at %s within "
+                                               "%.3g s (connected, but the hello went unanswered)",
+                                     s->rank, s->world, s->where, accel_now() - start);
+                goto fail;
+            }
             if (rc != ACCEL_EPEER)
                 goto fail;
             /* closed before answering (a server still starting, or full): retry */

@@ -297,6 +297,39 @@ TEST(serve_allocation_failures)
     test_alloc_fail_at(0);
 }
 
+/* A wrong nonce is refused without the reply telling the real one, in its
+ * message or in its header (issue item 10). */
+TEST(serve_wrong_nonce_not_revealed)
+{
+    struct store_core core;
+    struct store_conn c;
+    struct store_frame f = {0};
+    struct accel_error err;
+    char hex[32], msg[STORE_MAX_MSG + 1];
+
+    memset(&c, 0, sizeof(c));
+    ASSERT_OK(store_core_init(&core, NONCE, 0));
+    put_frame(&c, STORE_HELLO, "", NULL, 2, 0);
+    store_frame_encode(c.in, &(struct store_frame){.op = STORE_HELLO, .nonce = NONCE ^ 0xff00});
+    store_core_input(&core, &c, 1.0);
+    ASSERT(c.closing);
+    ASSERT(c.out_len >= STORE_HDR);
+    ASSERT_OK(store_frame_decode(c.out, true, &f, &err));
+    ASSERT_INT_EQ(f.status, ACCEL_ENONCE);
+    ASSERT(f.nonce != NONCE);
+    ASSERT(f.vlen <= STORE_MAX_MSG && c.out_len == STORE_HDR + f.vlen);
+    memcpy(msg, c.out + STORE_HDR, f.vlen);
+    msg[f.vlen] = '\0';
+    test_note("%s", msg);
+    snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)NONCE);
+    ASSERT(strstr(msg, hex) == NULL);
+    snprintf(hex, sizeof(hex), "%llx", (unsigned long long)NONCE);
+    ASSERT(strstr(msg, hex) == NULL);
+    ASSERT_CONTAINS(msg, "another job");
+    store_core_drop(&core, &c);
+    store_core_free(&core);
+}
+
 /* ---------------------------------------------------------------- tcp */
 
 TEST(tcp_set_get_add_wait_barrier)
@@ -607,6 +640,77 @@ TEST(tcp_absent_server_times_out)
              o.port);
     ASSERT_CONTAINS(err.msg, want);
     ASSERT_CONTAINS(err.msg, "refused");
+}
+
+/* A server that closes every connection for its first 0.3 s (the client
+ * retries), then accepts and never answers. */
+struct mute_server {
+    int lfd;
+    unsigned port;
+    volatile int stop;
+    int held[64];
+    unsigned nheld;
+};
+
+static void *mute_server_run(void *p)
+{
+    struct mute_server *m = p;
+    double t0 = accel_now();
+
+    while (!m->stop) {
+        struct timeval tv = {0, 20 * 1000};
+        setsockopt(m->lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        int fd = accept(m->lfd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        if (accel_now() - t0 < 0.3 || m->nheld == 64)
+            close(fd);
+        else
+            m->held[m->nheld++] = fd;
+    }
+    return NULL;
+}
+
+/* The connect's timeout message tells the time since the connect started,
+ * not since its last hello (issue item 9). */
+TEST(tcp_connect_timeout_reports_elapsed)
+{
+    struct mute_server m = {0};
+    struct sockaddr_in a = {0};
+    socklen_t len = sizeof(a);
+    struct accel_store_opts o = {0};
+    struct accel_store *c;
+    struct accel_error err;
+    pthread_t th;
+    const char *w;
+    double took;
+
+    m.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT(m.lfd >= 0);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_OK(bind(m.lfd, (struct sockaddr *)&a, sizeof(a)));
+    ASSERT_OK(listen(m.lfd, 16));
+    ASSERT_OK(getsockname(m.lfd, (struct sockaddr *)&a, &len));
+    ASSERT_OK(pthread_create(&th, NULL, mute_server_run, &m));
+    o.host = "127.0.0.1";
+    o.port = ntohs(a.sin_port);
+    o.nonce = NONCE;
+    o.rank = 3;
+    o.world = 8;
+    o.timeout_s = 0.8;
+    ASSERT_INT_EQ(accel_store_connect(&c, &o, &err), ACCEL_ETIMEDOUT);
+    m.stop = 1;
+    pthread_join(th, NULL);
+    for (unsigned i = 0; i < m.nheld; i++)
+        close(m.held[i]);
+    close(m.lfd);
+    test_note("%s", err.msg);
+    ASSERT(m.nheld > 0);
+    w = strstr(err.msg, "within ");
+    ASSERT(w != NULL);
+    took = strtod(w + 7, NULL);
+    ASSERT(took >= 0.7 && took < 2.0);
 }
 
 /* The server appears after its clients started: they must find it. */
@@ -1194,10 +1298,11 @@ TEST(bootstrap_file_from_env)
 }
 
 TEST_LIST(T(frame_roundtrip_and_rejects), T(nonce_distinguishes_jobs_and_steps),
-          T(serve_allocation_failures), T(tcp_set_get_add_wait_barrier), T(tcp_big_value),
-          T(tcp_get_parks_until_set), T(tcp_eight_forked_clients), T(tcp_thousand_connections),
-          T(tcp_barrier_of_threads), T(tcp_port_in_use), T(tcp_wrong_nonce_refused),
-          T(tcp_absent_server_times_out), T(tcp_late_server_found),
+          T(serve_allocation_failures), T(serve_wrong_nonce_not_revealed),
+          T(tcp_set_get_add_wait_barrier), T(tcp_big_value), T(tcp_get_parks_until_set),
+          T(tcp_eight_forked_clients), T(tcp_thousand_connections), T(tcp_barrier_of_threads),
+          T(tcp_port_in_use), T(tcp_wrong_nonce_refused), T(tcp_absent_server_times_out),
+          T(tcp_connect_timeout_reports_elapsed), T(tcp_late_server_found),
           T(tcp_get_and_barrier_deadlines), T(tcp_caps), T(tcp_server_survives_garbage),
           T(tcp_client_that_never_reads), T(tcp_stop_with_parked_client),
           T(file_forked_ranks_and_cleanup), T(file_add_is_atomic),
