@@ -487,6 +487,42 @@ static void handle(struct store_core *core, struct store_conn *c, const struct s
     reply_err(core, c, op, ACCEL_EPARSE, true, "unknown op %u", op);
 }
 
+/* Forgets what c's partial request had counted in core->inflight. */
+static void release(struct store_core *core, struct store_conn *c)
+{
+    core->inflight -= c->reserved;
+    c->reserved = 0;
+}
+
+/* Checks a request whose header has come but not all of its body, before
+ * the body is buffered: its nonce (a stranger may not make the server hold
+ * megabytes) and the room for the body among what the server holds and
+ * buffers for everyone.  False after an error reply. */
+static bool admit_partial(struct store_core *core, struct store_conn *c,
+                          const struct store_frame *f, size_t total)
+{
+    if (f->nonce != core->nonce) {
+        reply_err(core, c, f->op, ACCEL_ENONCE, true,
+                  "nonce %016" PRIx64 " is not this job's: a client of another job or of an "
+                  "earlier step",
+                  f->nonce);
+        return false;
+    }
+    if (c->reserved >= total)
+        return true;
+    release(core, c);
+    if (core->bytes + core->inflight + total > core->max_bytes) {
+        reply_err(core, c, f->op, ACCEL_ETOOBIG, true,
+                  "the store holds %" PRIu64 " bytes and buffers %" PRIu64
+                  " of requests; this %zu-byte %s would pass its limit of %" PRIu64,
+                  core->bytes, core->inflight, total, store_op_name(f->op), core->max_bytes);
+        return false;
+    }
+    c->reserved = total;
+    core->inflight += total;
+    return true;
+}
+
 void store_core_input(struct store_core *core, struct store_conn *c, double now)
 {
     size_t off = 0;
@@ -505,10 +541,17 @@ void store_core_input(struct store_core *core, struct store_conn *c, double now)
             break;
         }
         total = STORE_HDR + (size_t)f.klen + f.vlen;
-        if (c->in_len - off < total)
+        if (c->in_len - off < total) {
+            admit_partial(core, c, &f, total);
             break;
+        }
+        release(core, c);
         handle(core, c, &f, c->in + off + STORE_HDR, now);
         off += total;
+    }
+    if (c->closing || c->dead) { /* what it sent after its refusal is never read */
+        release(core, c);
+        off = c->in_len;
     }
     if (off > 0) {
         memmove(c->in, c->in + off, c->in_len - off);
@@ -524,6 +567,7 @@ void store_core_input(struct store_core *core, struct store_conn *c, double now)
 void store_core_drop(struct store_core *core, struct store_conn *c)
 {
     unpark(core, c);
+    release(core, c);
     if (c->touched) {
         if (c->tprev != NULL)
             c->tprev->tnext = c->tnext;

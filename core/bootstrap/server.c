@@ -126,6 +126,8 @@ static bool append_in(struct store_conn *c, const uint8_t *p, size_t n)
         uint8_t *q;
         while (cap < c->in_len + n)
             cap *= 2;
+        if (c->reserved >= c->in_len + n && cap > c->reserved)
+            cap = c->reserved; /* the admitted request's size, not twice it */
         q = accel_realloc(c->in, cap);
         if (q == NULL)
             return false;

@@ -102,6 +102,7 @@ struct store_conn {
     uint32_t events;
     bool shut;           /* closing: our side is shut down, waiting for the client's end */
     double linger_until; /* ... at most until then */
+    uint64_t reserved;   /* bytes of the partial request counted in core->inflight */
 };
 
 struct store_core {
@@ -110,6 +111,7 @@ struct store_core {
     struct store_entry **buckets;
     size_t nbuckets, nkeys;
     uint64_t bytes;
+    uint64_t inflight;         /* bytes of partial requests being buffered, counted with bytes */
     struct store_conn *parked; /* every parked connection, for deadlines */
     size_t nparked;
     struct store_conn *touched; /* new output, or unparked with input left */

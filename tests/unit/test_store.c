@@ -330,6 +330,34 @@ TEST(serve_wrong_nonce_not_revealed)
     store_core_free(&core);
 }
 
+/* A partial request's body counts in core->inflight until it is served or
+ * its connection dropped. */
+TEST(serve_partial_request_accounted)
+{
+    struct store_core core;
+    struct store_conn c;
+
+    memset(&c, 0, sizeof(c));
+    ASSERT_OK(store_core_init(&core, NONCE, 0));
+    put_frame(&c, STORE_SET, "k", "vvvv", 0, 0);
+    c.in_len -= 2; /* two bytes of the value still to come */
+    store_core_input(&core, &c, 1.0);
+    ASSERT(core.inflight == STORE_HDR + 5);
+    ASSERT(core.bytes == 0);
+    c.in_len += 2;
+    store_core_input(&core, &c, 1.0);
+    ASSERT(core.inflight == 0);
+    ASSERT(core.bytes == 5);
+    put_frame(&c, STORE_SET, "j", "vvvv", 0, 0);
+    c.in_len -= 1;
+    store_core_input(&core, &c, 1.0);
+    ASSERT(core.inflight == STORE_HDR + 5);
+    settle(&core, 1.0);
+    store_core_drop(&core, &c);
+    ASSERT(core.inflight == 0);
+    store_core_free(&core);
+}
+
 /* ---------------------------------------------------------------- tcp */
 
 TEST(tcp_set_get_add_wait_barrier)
@@ -711,6 +739,90 @@ TEST(tcp_connect_timeout_reports_elapsed)
     ASSERT(w != NULL);
     took = strtod(w + 7, NULL);
     ASSERT(took >= 0.7 && took < 2.0);
+}
+
+/* Sends the header of a set of key "k" and a `vlen`-byte value, and the
+ * key, but none of the value. */
+static void send_set_header(int fd, uint64_t nonce, uint32_t vlen)
+{
+    struct store_frame f = {0};
+    uint8_t b[STORE_HDR + 1];
+
+    f.op = STORE_SET;
+    f.nonce = nonce;
+    f.klen = 1;
+    f.vlen = vlen;
+    store_frame_encode(b, &f);
+    b[STORE_HDR] = 'k';
+    ASSERT(send(fd, b, sizeof(b), MSG_NOSIGNAL) == (ssize_t)sizeof(b));
+}
+
+/* The reply the server sends before it closes, within 1 s: its status. */
+static void expect_refused(int fd, enum accel_err status)
+{
+    struct timeval tv = {1, 0};
+    uint8_t b[STORE_HDR + STORE_MAX_MSG + 1];
+    size_t got = 0;
+    ssize_t n;
+
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    while ((n = recv(fd, b + got, sizeof(b) - got, 0)) > 0)
+        got += (size_t)n;
+    ASSERT(n == 0); /* closed by the server, not timed out */
+    expect_reply_status(b, got, status);
+}
+
+/* A set is checked from its header before its value is buffered: a wrong
+ * nonce is refused at once, and the values being received count against
+ * the server's byte limit (issue item 2). */
+TEST(tcp_big_set_checked_before_buffering)
+{
+    struct accel_store_server *srv = start_server(NONCE, 0, 40u << 20);
+    unsigned port = accel_store_server_port(srv);
+    struct accel_store *c = client(port, NONCE, 0, 1, 5);
+    struct accel_error err;
+    uint32_t big = ACCEL_STORE_MAX_VALUE;
+    int r1, r2, r3;
+    void *v;
+    size_t len;
+
+    for (int i = 0; i < 8; i++) {
+        int w = raw_connect(port);
+        send_set_header(w, NONCE + 1, big);
+        expect_refused(w, ACCEL_ENONCE);
+        close(w);
+    }
+    r1 = raw_connect(port);
+    r2 = raw_connect(port);
+    r3 = raw_connect(port);
+    send_set_header(r1, NONCE, big);
+    send_set_header(r2, NONCE, big);
+    ASSERT_OK(accel_store_set(c, "a", "1", 1, &err)); /* both admitted by now */
+    send_set_header(r3, NONCE, big);                  /* 3 x 16 MiB would pass 40 MiB */
+    expect_refused(r3, ACCEL_ETOOBIG);
+    close(r3);
+    ASSERT_OK(accel_store_set(c, "b", "2", 1, &err));
+    ASSERT_OK(accel_store_get(c, "b", &v, &len, &err));
+    ASSERT(len == 1 && memcmp(v, "2", 1) == 0);
+    accel_free(v);
+    close(r1); /* its room is given back: r2's value fits and is stored */
+    {
+        uint8_t *val = accel_calloc(1, big);
+        uint8_t b[STORE_HDR];
+        struct timeval tv = {5, 0};
+        ASSERT(val != NULL);
+        ASSERT(send(r2, val, big, MSG_NOSIGNAL) == (ssize_t)big);
+        accel_free(val);
+        setsockopt(r2, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        ASSERT(recv(r2, b, sizeof(b), MSG_WAITALL) == STORE_HDR);
+        expect_reply_status(b, STORE_HDR, ACCEL_OK);
+    }
+    close(r2);
+    ASSERT_OK(accel_store_get(c, "k", &v, &len, &err));
+    ASSERT(len == big);
+    accel_free(v);
+    accel_store_close(c);
+    accel_store_server_stop(srv);
 }
 
 /* The server appears after its clients started: they must find it. */
@@ -1299,10 +1411,11 @@ TEST(bootstrap_file_from_env)
 
 TEST_LIST(T(frame_roundtrip_and_rejects), T(nonce_distinguishes_jobs_and_steps),
           T(serve_allocation_failures), T(serve_wrong_nonce_not_revealed),
-          T(tcp_set_get_add_wait_barrier), T(tcp_big_value), T(tcp_get_parks_until_set),
-          T(tcp_eight_forked_clients), T(tcp_thousand_connections), T(tcp_barrier_of_threads),
-          T(tcp_port_in_use), T(tcp_wrong_nonce_refused), T(tcp_absent_server_times_out),
-          T(tcp_connect_timeout_reports_elapsed), T(tcp_late_server_found),
+          T(serve_partial_request_accounted), T(tcp_set_get_add_wait_barrier), T(tcp_big_value),
+          T(tcp_get_parks_until_set), T(tcp_eight_forked_clients), T(tcp_thousand_connections),
+          T(tcp_barrier_of_threads), T(tcp_port_in_use), T(tcp_wrong_nonce_refused),
+          T(tcp_absent_server_times_out), T(tcp_connect_timeout_reports_elapsed),
+          T(tcp_big_set_checked_before_buffering), T(tcp_late_server_found),
           T(tcp_get_and_barrier_deadlines), T(tcp_caps), T(tcp_server_survives_garbage),
           T(tcp_client_that_never_reads), T(tcp_stop_with_parked_client),
           T(file_forked_ranks_and_cleanup), T(file_add_is_atomic),
