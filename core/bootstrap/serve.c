@@ -409,6 +409,7 @@ static void handle(struct store_core *core, struct store_conn *c, const struct s
                   f->nonce);
         return;
     }
+    c->authed = true;
     if (f->klen > 0 && memchr(key, 0, f->klen) != NULL) {
         reply_err(core, c, op, ACCEL_EINVAL, true, "%s: a key with a NUL byte", store_op_name(op));
         return;

@@ -20,6 +20,7 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -40,6 +41,17 @@
 #define MAX_LISTEN 8             /* listening sockets sharing the port */
 #define LINGER_S 2.0             /* a refused client has this long to read why and close */
 
+double store_hello_timeout_s = 10.0;
+double store_frame_timeout_s = 60.0;
+double store_warn_interval_s = 10.0;
+
+/* A warning of one kind, printed at most once per store_warn_interval_s
+ * with the count of those suppressed since the last one printed. */
+struct warn_limit {
+    double last;
+    unsigned long suppressed;
+};
+
 struct accel_store_server {
     int lfds[MAX_LISTEN]; /* all on the same port */
     unsigned nlfd;
@@ -51,7 +63,35 @@ struct accel_store_server {
     uint8_t *rbuf; /* READ_CHUNK bytes */
     pthread_t thread;
     bool started;
+    double hello_s, frame_s, sweep_s, warn_s, last_sweep;
+    size_t nevicted; /* marked dead to make room, not yet closed */
+    struct warn_limit w_fd, w_evict, w_hello, w_frame;
 };
+
+static void warn_limited(struct accel_store_server *s, struct warn_limit *w, double now,
+                         const char *fmt, ...) ACCEL_PRINTF(4, 5);
+
+static void warn_limited(struct accel_store_server *s, struct warn_limit *w, double now,
+                         const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+
+    if (w->last > 0 && now - w->last < s->warn_s) {
+        w->suppressed++;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (w->suppressed > 0)
+        accel_log(ACCEL_LOG_WARN, "%s (and %lu more like it in the last %.3g s)", line,
+                  w->suppressed, now - w->last);
+    else
+        accel_log(ACCEL_LOG_WARN, "%s", line);
+    w->last = now;
+    w->suppressed = 0;
+}
 
 /* epoll tag of the eventfd; a listener's tag is its slot in lfds */
 static char stop_tag;
@@ -61,6 +101,8 @@ static void close_conn(struct accel_store_server *s, struct store_conn *c)
     store_core_drop(&s->core, c);
     if (c->shut)
         s->nlinger--;
+    if (c->evicted)
+        s->nevicted--;
     /* Leave the epoll set explicitly: a forked child may still hold the
      * socket, and epoll forgets a descriptor only when every copy is closed. */
     epoll_ctl(s->efd, EPOLL_CTL_DEL, c->fd, NULL);
@@ -139,6 +181,16 @@ static bool append_in(struct store_conn *c, const uint8_t *p, size_t n)
     return true;
 }
 
+/* Keeps c->partial_since: when the request now at the head of c->in began.
+ * `before` is how many bytes c->in held before store_core_input ran. */
+static void note_partial(struct store_conn *c, size_t before, double now)
+{
+    if (c->in_len == 0)
+        c->partial_since = 0;
+    else if (c->in_len < before || c->partial_since == 0)
+        c->partial_since = now; /* a request was served: the next one starts now */
+}
+
 static void read_conn(struct accel_store_server *s, struct store_conn *c, double now)
 {
     size_t got = 0;
@@ -159,12 +211,39 @@ static void read_conn(struct accel_store_server *s, struct store_conn *c, double
         }
         got += (size_t)n;
     }
-    if (!c->dead)
+    if (!c->dead) {
+        size_t before = c->in_len;
         store_core_input(&s->core, c, now);
+        note_partial(c, before, now);
+    }
     store_core_touch(&s->core, c); /* drain() sends, or closes a dead one */
 }
 
-static void accept_all(struct accel_store_server *s, int lfd)
+/* Makes room for the new connection `fresh` in a full server: the oldest
+ * connection that has not yet sent a request with the job's nonce is
+ * closed.  False when every other connection is a client of the job. */
+static bool evict_one(struct accel_store_server *s, struct store_conn *fresh, double now)
+{
+    struct store_conn *victim = NULL;
+
+    for (struct store_conn *c = s->conns; c != NULL; c = c->next)
+        if (c != fresh && !c->dead && !c->authed &&
+            (victim == NULL || c->accepted_at < victim->accepted_at))
+            victim = c;
+    if (victim == NULL)
+        return false;
+    victim->dead = true;
+    victim->evicted = true;
+    s->nevicted++;
+    store_core_touch(&s->core, victim);
+    warn_limited(s, &s->w_evict, now,
+                 "store server: full at %zu clients; a connection idle for %.3g s without a "
+                 "request of this job was closed to make room",
+                 s->max_clients, now - victim->accepted_at);
+    return true;
+}
+
+static void accept_all(struct accel_store_server *s, int lfd, double now)
 {
     for (;;) {
         struct epoll_event ev;
@@ -183,10 +262,10 @@ static void accept_all(struct accel_store_server *s, int lfd)
                 if (fd >= 0)
                     close(fd);
                 s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                accel_log(ACCEL_LOG_WARN,
-                          "store server: out of file descriptors at %zu clients; "
-                          "a client was turned away (raise `ulimit -n`)",
-                          s->nconns);
+                warn_limited(s, &s->w_fd, now,
+                             "store server: out of file descriptors at %zu clients; "
+                             "a client was turned away (raise `ulimit -n`)",
+                             s->nconns);
                 if (fd >= 0)
                     continue;
             }
@@ -199,6 +278,7 @@ static void accept_all(struct accel_store_server *s, int lfd)
             continue;
         }
         c->fd = fd;
+        c->accepted_at = now;
         c->events = EPOLLIN | EPOLLRDHUP;
         ev.events = c->events;
         ev.data.ptr = c;
@@ -212,7 +292,7 @@ static void accept_all(struct accel_store_server *s, int lfd)
             s->conns->prev = c;
         s->conns = c;
         __atomic_add_fetch(&s->nconns, 1, __ATOMIC_RELAXED);
-        if (s->nconns > s->max_clients) {
+        if (s->nconns - s->nevicted > s->max_clients && !evict_one(s, c, now)) {
             char msg[128];
             snprintf(msg, sizeof(msg), "the server holds %zu clients, its limit", s->max_clients);
             store_core_refuse(&s->core, c, ACCEL_ETOOBIG, msg);
@@ -233,6 +313,7 @@ static void drain(struct accel_store_server *s, double now)
             if (c->dead || c->closing || c->park_on != NULL || c->in_len < STORE_HDR)
                 break;
             store_core_input(&s->core, c, now);
+            note_partial(c, before, now);
             if (c->in_len == before)
                 break; /* a partial request, or replies still queued */
         }
@@ -255,6 +336,33 @@ static void drain(struct accel_store_server *s, double now)
     }
 }
 
+/* Closes, with a reply saying why, every connection past the deadline of
+ * its first request or of its request in progress. */
+static void sweep(struct accel_store_server *s, double now)
+{
+    for (struct store_conn *c = s->conns; c != NULL; c = c->next) {
+        char msg[160];
+        bool blocked = c->park_on != NULL || c->out_len - c->out_off >= STORE_OUT_HIGH;
+        if (c->dead || c->closing)
+            continue;
+        if (!c->authed && now - c->accepted_at > s->hello_s) {
+            snprintf(msg, sizeof(msg), "no request of this job within %.3g s of connecting",
+                     s->hello_s);
+            warn_limited(s, &s->w_hello, now, "store server: a connection sent %s; closed", msg);
+        } else if (!blocked && c->partial_since > 0 && now - c->partial_since > s->frame_s) {
+            snprintf(msg, sizeof(msg), "a request still incomplete after %.3g s (%zu bytes)",
+                     s->frame_s, c->in_len);
+            warn_limited(s, &s->w_frame, now, "store server: rank %u of %u sent %s; closed",
+                         c->rank, c->world, msg);
+        } else {
+            continue;
+        }
+        store_core_refuse(&s->core, c, ACCEL_ETIMEDOUT, msg);
+        c->in_len = 0; /* never served now */
+    }
+    s->last_sweep = now;
+}
+
 static void *loop(void *arg)
 {
     struct accel_store_server *s = arg;
@@ -264,7 +372,8 @@ static void *loop(void *arg)
 
     while (!stop) {
         int n = epoll_wait(s->efd, ev, EVENTS,
-                           s->core.nparked > 0 || s->nlinger > 0 ? EXPIRE_MS : 1000);
+                           s->core.nparked > 0 || s->nlinger > 0 ? EXPIRE_MS
+                                                                 : (int)(s->sweep_s * 1000));
         double now = accel_now();
 
         if (n < 0 && errno != EINTR) {
@@ -277,7 +386,7 @@ static void *loop(void *arg)
                 stop = true;
             } else if ((uintptr_t)tag >= (uintptr_t)s->lfds &&
                        (uintptr_t)tag < (uintptr_t)(s->lfds + s->nlfd)) {
-                accept_all(s, *(int *)tag);
+                accept_all(s, *(int *)tag, now);
             } else {
                 struct store_conn *c = tag;
                 if (c->dead)
@@ -298,6 +407,8 @@ static void *loop(void *arg)
                     }
             last_expire = now;
         }
+        if (now - s->last_sweep >= s->sweep_s)
+            sweep(s, now);
         drain(s, now);
     }
     return NULL;
@@ -457,6 +568,12 @@ enum accel_err accel_store_server_start(struct accel_store_server **out,
     if (s == NULL)
         return accel_error_set(err, ACCEL_ENOMEM, "store server: out of memory");
     s->efd = s->stopfd = s->reserve_fd = -1;
+    s->hello_s = store_hello_timeout_s > 0 ? store_hello_timeout_s : 10.0;
+    s->frame_s = store_frame_timeout_s > 0 ? store_frame_timeout_s : 60.0;
+    s->warn_s = store_warn_interval_s >= 0 ? store_warn_interval_s : 10.0;
+    s->sweep_s = (s->hello_s < s->frame_s ? s->hello_s : s->frame_s) / 4;
+    s->sweep_s = s->sweep_s < 0.02 ? 0.02 : s->sweep_s > 1.0 ? 1.0 : s->sweep_s;
+    s->last_sweep = accel_now();
     s->max_clients = opts->max_clients ? opts->max_clients : ACCEL_STORE_MAX_CLIENTS;
     if (s->max_clients > ACCEL_STORE_MAX_CLIENTS)
         s->max_clients = ACCEL_STORE_MAX_CLIENTS;

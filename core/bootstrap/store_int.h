@@ -100,10 +100,19 @@ struct store_conn {
     /* the socket layer's own */
     struct store_conn *prev, *next;
     uint32_t events;
-    bool shut;           /* closing: our side is shut down, waiting for the client's end */
-    double linger_until; /* ... at most until then */
-    uint64_t reserved;   /* bytes of the partial request counted in core->inflight */
+    bool shut;            /* closing: our side is shut down, waiting for the client's end */
+    double linger_until;  /* ... at most until then */
+    uint64_t reserved;    /* bytes of the partial request counted in core->inflight */
+    bool authed;          /* a request with the right nonce was seen */
+    bool evicted;         /* closed to make room for a new client */
+    double accepted_at;   /* when it was accepted: the hello's deadline counts from there */
+    double partial_since; /* when the partial request at the head of in began; 0 = none */
 };
+
+/* server.c's deadlines, read when a server starts (tests shorten them). */
+extern double store_hello_timeout_s; /* a new connection's first request, from its accept */
+extern double store_frame_timeout_s; /* one request, from its first byte to its last */
+extern double store_warn_interval_s; /* at most one warning line of a kind per interval */
 
 struct store_core {
     uint64_t nonce;

@@ -22,6 +22,7 @@
 
 #include "../../core/bootstrap/store_int.h"
 #include "accel/alloc.h"
+#include "accel/log.h"
 #include "accel/store.h"
 #include "store_proc.h"
 #include "test.h"
@@ -825,6 +826,153 @@ TEST(tcp_big_set_checked_before_buffering)
     accel_store_server_stop(srv);
 }
 
+/* The server's deadlines (weak, so that this file also builds against a
+ * tree without them, where setting them is skipped). */
+extern double store_hello_timeout_s __attribute__((weak));
+extern double store_frame_timeout_s __attribute__((weak));
+extern double store_warn_interval_s __attribute__((weak));
+
+static void set_deadlines(double hello_s, double frame_s, double warn_s)
+{
+    if (&store_hello_timeout_s != NULL) {
+        store_hello_timeout_s = hello_s;
+        store_frame_timeout_s = frame_s;
+        store_warn_interval_s = warn_s;
+    }
+}
+
+static void pause_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A connection that never says hello, and a client that sends its request
+ * a byte at a time, are closed at their deadlines (issue item 3). */
+TEST(tcp_hello_and_request_deadlines)
+{
+    struct accel_store_server *srv;
+    struct store_frame f = {0};
+    uint8_t b[STORE_HDR];
+    unsigned port;
+    int silent, slow;
+    double t0;
+
+    set_deadlines(0.3, 0.3, 10);
+    srv = start_server(NONCE, 0, 0);
+    port = accel_store_server_port(srv);
+    silent = raw_connect(port);
+    slow = raw_connect(port);
+    f.op = STORE_HELLO;
+    f.nonce = NONCE;
+    f.arg = 1;
+    store_frame_encode(b, &f);
+    ASSERT(send(slow, b, STORE_HDR, MSG_NOSIGNAL) == STORE_HDR);
+    ASSERT(recv(slow, b, STORE_HDR, MSG_WAITALL) == STORE_HDR);
+    expect_reply_status(b, STORE_HDR, ACCEL_OK);
+    f.op = STORE_SET;
+    f.klen = 1;
+    f.vlen = 1;
+    store_frame_encode(b, &f);
+    t0 = accel_now();
+    for (int i = 0; i < 4; i++) { /* a byte every 0.1 s: never a whole request */
+        ASSERT(send(slow, b + i, 1, MSG_NOSIGNAL) == 1);
+        pause_ms(100);
+    }
+    expect_refused(slow, ACCEL_ETIMEDOUT);
+    test_note("the slow sender was closed after %.3f s", accel_now() - t0);
+    expect_refused(silent, ACCEL_ETIMEDOUT);
+    close(slow);
+    close(silent);
+    accel_store_server_stop(srv);
+    set_deadlines(10, 60, 10);
+}
+
+/* A full server makes room for a client of the job by closing a connection
+ * that never sent a request (issue item 3). */
+TEST(tcp_full_server_evicts_silent_connections)
+{
+    struct accel_store_server *srv = start_server(NONCE, 4, 0);
+    unsigned port = accel_store_server_port(srv);
+    struct accel_error err;
+    struct accel_store *c;
+    int fds[4], closed = 0;
+    void *v;
+    size_t len;
+
+    for (int i = 0; i < 4; i++)
+        fds[i] = raw_connect(port);
+    pause_ms(100); /* all accepted */
+    c = client(port, NONCE, 0, 1, 2);
+    ASSERT_OK(accel_store_set(c, "k", "v", 1, &err));
+    ASSERT_OK(accel_store_get(c, "k", &v, &len, &err));
+    ASSERT(len == 1);
+    accel_free(v);
+    for (int i = 0; i < 4; i++) {
+        uint8_t x;
+        struct timeval tv = {0, 200 * 1000};
+        setsockopt(fds[i], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        if (recv(fds[i], &x, 1, 0) == 0)
+            closed++;
+        close(fds[i]);
+    }
+    ASSERT_INT_EQ(closed, 1);
+    accel_store_close(c);
+    accel_store_server_stop(srv);
+}
+
+static pthread_mutex_t warn_mu = PTHREAD_MUTEX_INITIALIZER;
+static char warn_lines[8][1100];
+static int nwarn;
+
+static void count_warn(void *ctx, enum accel_log_level level, const char *line)
+{
+    (void)ctx;
+    if (level != ACCEL_LOG_WARN || strstr(line, "store server") == NULL)
+        return;
+    pthread_mutex_lock(&warn_mu);
+    if (nwarn < 8)
+        snprintf(warn_lines[nwarn], sizeof(warn_lines[0]), "%s", line);
+    nwarn++;
+    pthread_mutex_unlock(&warn_mu);
+}
+
+static int warn_count(void)
+{
+    pthread_mutex_lock(&warn_mu);
+    int n = nwarn;
+    pthread_mutex_unlock(&warn_mu);
+    return n;
+}
+
+/* Ten connections closed at their hello deadline make one warning line;
+ * the next line, an interval later, counts the nine suppressed. */
+TEST(tcp_deadline_warnings_rate_limited)
+{
+    struct accel_store_server *srv;
+    unsigned port;
+    int fds[11];
+
+    set_deadlines(0.2, 0.2, 0.6);
+    accel_log_set(count_warn, NULL);
+    srv = start_server(NONCE, 0, 0);
+    port = accel_store_server_port(srv);
+    for (int i = 0; i < 10; i++)
+        fds[i] = raw_connect(port);
+    pause_ms(700);
+    ASSERT_INT_EQ(warn_count(), 1);
+    fds[10] = raw_connect(port);
+    pause_ms(500);
+    accel_store_server_stop(srv);
+    accel_log_set(NULL, NULL);
+    set_deadlines(10, 60, 10);
+    for (int i = 0; i < 11; i++)
+        close(fds[i]);
+    ASSERT_INT_EQ(warn_count(), 2);
+    test_note("%s", warn_lines[1]);
+    ASSERT_CONTAINS(warn_lines[1], "9 more");
+}
+
 /* The server appears after its clients started: they must find it. */
 TEST(tcp_late_server_found)
 {
@@ -1415,9 +1563,10 @@ TEST_LIST(T(frame_roundtrip_and_rejects), T(nonce_distinguishes_jobs_and_steps),
           T(tcp_get_parks_until_set), T(tcp_eight_forked_clients), T(tcp_thousand_connections),
           T(tcp_barrier_of_threads), T(tcp_port_in_use), T(tcp_wrong_nonce_refused),
           T(tcp_absent_server_times_out), T(tcp_connect_timeout_reports_elapsed),
-          T(tcp_big_set_checked_before_buffering), T(tcp_late_server_found),
-          T(tcp_get_and_barrier_deadlines), T(tcp_caps), T(tcp_server_survives_garbage),
-          T(tcp_client_that_never_reads), T(tcp_stop_with_parked_client),
-          T(file_forked_ranks_and_cleanup), T(file_add_is_atomic),
+          T(tcp_big_set_checked_before_buffering), T(tcp_hello_and_request_deadlines),
+          T(tcp_full_server_evicts_silent_connections), T(tcp_deadline_warnings_rate_limited),
+          T(tcp_late_server_found), T(tcp_get_and_barrier_deadlines), T(tcp_caps),
+          T(tcp_server_survives_garbage), T(tcp_client_that_never_reads),
+          T(tcp_stop_with_parked_client), T(file_forked_ranks_and_cleanup), T(file_add_is_atomic),
           T(file_keys_stay_inside_and_nonce_clash), T(bootstrap_env_errors_name_the_variable),
           T(bootstrap_tcp_from_env), T(bootstrap_port_in_use), T(bootstrap_file_from_env))
