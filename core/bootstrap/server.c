@@ -11,6 +11,13 @@
  * so its memory stays bounded; the kernel's socket buffers push back on it.
  * Connections are freed only after each epoll batch, never while a later
  * event of the same batch may still point at them.
+ *
+ * Deadlines: a connection must send a request with the job's nonce within
+ * store_hello_timeout_s of its accept, and each request must arrive whole
+ * within store_frame_timeout_s of its first byte, or it is refused with
+ * ACCEL_ETIMEDOUT; a full server closes the oldest connection that has not
+ * yet sent such a request to make room, so that silent sockets never keep
+ * a client of the job out.  Warnings are rate-limited per kind.
  */
 #define _GNU_SOURCE /* accept4 */
 #include <errno.h>
@@ -358,7 +365,7 @@ static void sweep(struct accel_store_server *s, double now)
             continue;
         }
         store_core_refuse(&s->core, c, ACCEL_ETIMEDOUT, msg);
-        c->in_len = 0; /* never served now */
+        store_core_input(&s->core, c, now); /* drops its partial request and the room it held */
     }
     s->last_sweep = now;
 }
