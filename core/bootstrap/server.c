@@ -47,6 +47,7 @@
 #define EXPIRE_MS 50             /* granularity of the deadlines of parked requests */
 #define MAX_LISTEN 8             /* listening sockets sharing the port */
 #define LINGER_S 2.0             /* a refused client has this long to read why and close */
+#define ACCEPT_BATCH 128         /* connections accepted per wake-up, so reads come between */
 
 double store_hello_timeout_s = 10.0;
 double store_frame_timeout_s = 60.0;
@@ -103,6 +104,18 @@ static void warn_limited(struct accel_store_server *s, struct warn_limit *w, dou
 /* epoll tag of the eventfd; a listener's tag is its slot in lfds */
 static char stop_tag;
 
+/* Closes c's socket now (its struct is freed later, by close_conn). */
+static void release_fd(struct accel_store_server *s, struct store_conn *c)
+{
+    if (c->fd < 0)
+        return;
+    /* Leave the epoll set explicitly: a forked child may still hold the
+     * socket, and epoll forgets a descriptor only when every copy is closed. */
+    epoll_ctl(s->efd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->fd = -1;
+}
+
 static void close_conn(struct accel_store_server *s, struct store_conn *c)
 {
     store_core_drop(&s->core, c);
@@ -110,10 +123,7 @@ static void close_conn(struct accel_store_server *s, struct store_conn *c)
         s->nlinger--;
     if (c->evicted)
         s->nevicted--;
-    /* Leave the epoll set explicitly: a forked child may still hold the
-     * socket, and epoll forgets a descriptor only when every copy is closed. */
-    epoll_ctl(s->efd, EPOLL_CTL_DEL, c->fd, NULL);
-    close(c->fd);
+    release_fd(s, c);
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -226,9 +236,11 @@ static void read_conn(struct accel_store_server *s, struct store_conn *c, double
     store_core_touch(&s->core, c); /* drain() sends, or closes a dead one */
 }
 
-/* Makes room for the new connection `fresh` in a full server: the oldest
- * connection that has not yet sent a request with the job's nonce is
- * closed.  False when every other connection is a client of the job. */
+/* Makes room for the new connection `fresh` (NULL: one not accepted yet,
+ * for want of a descriptor) in a full server: the oldest connection that has
+ * not yet sent a request with the job's nonce is closed, its descriptor at
+ * once (the struct after the batch).  False when every other connection is a
+ * client of the job. */
 static bool evict_one(struct accel_store_server *s, struct store_conn *fresh, double now)
 {
     struct store_conn *victim = NULL;
@@ -242,17 +254,25 @@ static bool evict_one(struct accel_store_server *s, struct store_conn *fresh, do
     victim->dead = true;
     victim->evicted = true;
     s->nevicted++;
+    release_fd(s, victim);
     store_core_touch(&s->core, victim);
-    warn_limited(s, &s->w_evict, now,
-                 "store server: full at %zu clients; a connection idle for %.3g s without a "
-                 "request of this job was closed to make room",
-                 s->max_clients, now - victim->accepted_at);
+    if (fresh != NULL)
+        warn_limited(s, &s->w_evict, now,
+                     "store server: full at %zu clients; a connection idle for %.3g s without a "
+                     "request of this job was closed to make room",
+                     s->max_clients, now - victim->accepted_at);
+    else
+        warn_limited(s, &s->w_evict, now,
+                     "store server: out of file descriptors at %zu clients; a connection idle "
+                     "for %.3g s without a request of this job was closed to make room (raise "
+                     "`ulimit -n`)",
+                     s->nconns - s->nevicted, now - victim->accepted_at);
     return true;
 }
 
 static void accept_all(struct accel_store_server *s, int lfd, double now)
 {
-    for (;;) {
+    for (unsigned k = 0; k < ACCEPT_BATCH; k++) {
         struct epoll_event ev;
         struct store_conn *c;
         int one = 1;
@@ -261,6 +281,8 @@ static void accept_all(struct accel_store_server *s, int lfd, double now)
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
+            if ((errno == EMFILE || errno == ENFILE) && evict_one(s, NULL, now))
+                continue; /* its descriptor is free: accept again */
             if ((errno == EMFILE || errno == ENFILE) && s->reserve_fd >= 0) {
                 /* Out of descriptors: take the client off the queue and close
                  * it, or the listener would wake the loop forever. */
