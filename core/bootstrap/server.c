@@ -54,10 +54,13 @@ double store_frame_timeout_s = 60.0;
 double store_warn_interval_s = 10.0;
 
 /* A warning of one kind, printed at most once per store_warn_interval_s
- * with the count of those suppressed since the last one printed. */
+ * with the count of those suppressed since the last one printed.  The last
+ * one suppressed is kept, so that a burst that ends still gets its count
+ * printed an interval later (warn_flush), not forgotten. */
 struct warn_limit {
     double last;
     unsigned long suppressed;
+    char held[512];
 };
 
 struct accel_store_server {
@@ -85,13 +88,14 @@ static void warn_limited(struct accel_store_server *s, struct warn_limit *w, dou
     char line[512];
     va_list ap;
 
-    if (w->last > 0 && now - w->last < s->warn_s) {
-        w->suppressed++;
-        return;
-    }
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
+    if (w->last > 0 && now - w->last < s->warn_s) {
+        w->suppressed++;
+        memcpy(w->held, line, sizeof(line));
+        return;
+    }
     if (w->suppressed > 0)
         accel_log(ACCEL_LOG_WARN, "%s (and %lu more like it in the last %.3g s)", line,
                   w->suppressed, now - w->last);
@@ -99,6 +103,29 @@ static void warn_limited(struct accel_store_server *s, struct warn_limit *w, dou
         accel_log(ACCEL_LOG_WARN, "%s", line);
     w->last = now;
     w->suppressed = 0;
+}
+
+/* Prints the last warning w suppressed, with the count of the others, once
+ * an interval has passed since w's last line (or at once: `force`). */
+static void warn_flush(struct accel_store_server *s, struct warn_limit *w, double now, bool force)
+{
+    if (w->suppressed == 0 || (!force && now - w->last < s->warn_s))
+        return;
+    if (w->suppressed > 1)
+        accel_log(ACCEL_LOG_WARN, "%s (and %lu more like it in the last %.3g s)", w->held,
+                  w->suppressed - 1, now - w->last);
+    else
+        accel_log(ACCEL_LOG_WARN, "%s", w->held);
+    w->last = now;
+    w->suppressed = 0;
+}
+
+static void warn_flush_all(struct accel_store_server *s, double now, bool force)
+{
+    warn_flush(s, &s->w_fd, now, force);
+    warn_flush(s, &s->w_evict, now, force);
+    warn_flush(s, &s->w_hello, now, force);
+    warn_flush(s, &s->w_frame, now, force);
 }
 
 /* epoll tag of the eventfd; a listener's tag is its slot in lfds */
@@ -438,6 +465,7 @@ static void *loop(void *arg)
         }
         if (now - s->last_sweep >= s->sweep_s)
             sweep(s, now);
+        warn_flush_all(s, now, false);
         drain(s, now);
     }
     return NULL;
@@ -667,6 +695,7 @@ void accel_store_server_stop(struct accel_store_server *s)
         while (write(s->stopfd, &one, sizeof(one)) < 0 && errno == EINTR)
             ;
         pthread_join(s->thread, NULL);
+        warn_flush_all(s, accel_now(), true); /* the counts of a burst cut short */
     }
     while (s->conns != NULL)
         close_conn(s, s->conns);
