@@ -142,7 +142,7 @@ static void reply(struct store_core *core, struct store_conn *c, unsigned op, en
         return;
     f.op = (uint8_t)(op | STORE_REPLY);
     f.status = (uint16_t)status;
-    f.nonce = c->hello ? core->nonce : 0; /* only a client that proved it knows it */
+    f.nonce = c->authed ? core->nonce : 0; /* only to a client that proved it knows it */
     f.vlen = (uint32_t)vlen;
     f.arg = arg;
     store_frame_encode(c->out + c->out_len, &f);
@@ -401,22 +401,12 @@ static void handle(struct store_core *core, struct store_conn *c, const struct s
     struct store_entry *e;
     uint8_t bkey[ACCEL_STORE_MAX_KEY + 1];
 
-    if (f->nonce != core->nonce) {
-        /* Never tell the job's nonce to a client that does not know it. */
-        reply_err(core, c, op, ACCEL_ENONCE, true,
-                  "nonce %016" PRIx64 " is not this job's: a client of another job or of an "
-                  "earlier step",
-                  f->nonce);
-        return;
-    }
-    c->authed = true;
     if (f->klen > 0 && memchr(key, 0, f->klen) != NULL) {
         reply_err(core, c, op, ACCEL_EINVAL, true, "%s: a key with a NUL byte", store_op_name(op));
         return;
     }
     switch ((enum store_op)op) {
     case STORE_HELLO:
-        c->hello = true;
         c->rank = (unsigned)((uint64_t)f->arg >> 32);
         c->world = (unsigned)((uint64_t)f->arg & 0xffffffffu);
         reply(core, c, op, ACCEL_OK, 0, NULL, 0);
@@ -495,12 +485,11 @@ static void release(struct store_core *core, struct store_conn *c)
     c->reserved = 0;
 }
 
-/* Checks a request whose header has come but not all of its body, before
- * the body is buffered: its nonce (a stranger may not make the server hold
- * megabytes) and the room for the body among what the server holds and
- * buffers for everyone.  False after an error reply. */
-static bool admit_partial(struct store_core *core, struct store_conn *c,
-                          const struct store_frame *f, size_t total)
+/* Checks the nonce of a request from its header alone, before any of its
+ * body is buffered (a stranger may not make the server hold megabytes); a
+ * connection that presented the right one is a client of the job from then
+ * on.  False after an error reply, which never tells the job's nonce. */
+static bool check_nonce(struct store_core *core, struct store_conn *c, const struct store_frame *f)
 {
     if (f->nonce != core->nonce) {
         reply_err(core, c, f->op, ACCEL_ENONCE, true,
@@ -509,6 +498,16 @@ static bool admit_partial(struct store_core *core, struct store_conn *c,
                   f->nonce);
         return false;
     }
+    c->authed = true;
+    return true;
+}
+
+/* Checks the room for the body of a request whose header has come but not
+ * all of its body, among what the server holds and buffers for everyone.
+ * False after an error reply. */
+static bool admit_partial(struct store_core *core, struct store_conn *c,
+                          const struct store_frame *f, size_t total)
+{
     if (c->reserved >= total)
         return true;
     release(core, c);
@@ -541,6 +540,8 @@ void store_core_input(struct store_core *core, struct store_conn *c, double now)
             reply_err(core, c, op, e.code, true, "%s", e.msg);
             break;
         }
+        if (!check_nonce(core, c, &f))
+            break;
         total = STORE_HDR + (size_t)f.klen + f.vlen;
         if (c->in_len - off < total) {
             admit_partial(core, c, &f, total);

@@ -84,9 +84,10 @@ struct store_conn {
     size_t in_len, in_cap;
     uint8_t *out;
     size_t out_off, out_len, out_cap;
-    bool closing; /* send what is queued, then close (a refused client) */
-    bool dead;    /* close now, dropping output (out of memory) */
-    bool hello;   /* a hello with the right nonce was seen */
+    bool closing;      /* send what is queued, then close (a refused client) */
+    bool dead;         /* close now, dropping output (out of memory) */
+    bool authed;       /* a request with the job's nonce was seen: a client of the job */
+    uint64_t reserved; /* bytes of the partial request counted in core->inflight */
     unsigned rank, world;
     /* at most one parked request: a connection is answered in order */
     struct store_entry *park_on;
@@ -102,8 +103,6 @@ struct store_conn {
     uint32_t events;
     bool shut;            /* closing: our side is shut down, waiting for the client's end */
     double linger_until;  /* ... at most until then */
-    uint64_t reserved;    /* bytes of the partial request counted in core->inflight */
-    bool authed;          /* a request with the right nonce was seen */
     bool evicted;         /* closed to make room for a new client */
     double accepted_at;   /* when it was accepted: the hello's deadline counts from there */
     double partial_since; /* when the partial request at the head of in began; 0 = none */
