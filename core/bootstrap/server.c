@@ -297,6 +297,33 @@ static bool evict_one(struct accel_store_server *s, struct store_conn *fresh, do
     return true;
 }
 
+/* Out of descriptors, where accept fails even with nobody waiting: the
+ * spare descriptor takes the next client off the queue, and the oldest
+ * silent connection gives its descriptor back for the spare; with none to
+ * give, the client is turned away (or the listener would wake the loop
+ * forever).  The client's socket, or -1: errno EAGAIN when nobody was
+ * waiting, *turned when one was turned away. */
+static int accept_spare(struct accel_store_server *s, int lfd, double now, bool *turned)
+{
+    int fd, saved;
+
+    close(s->reserve_fd);
+    fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    saved = errno;
+    if (fd >= 0 && !evict_one(s, NULL, now)) {
+        close(fd);
+        fd = -1;
+        *turned = true;
+        warn_limited(s, &s->w_fd, now,
+                     "store server: out of file descriptors at %zu clients; "
+                     "a client was turned away (raise `ulimit -n`)",
+                     s->nconns);
+    }
+    s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    errno = saved;
+    return fd;
+}
+
 static void accept_all(struct accel_store_server *s, int lfd, double now)
 {
     for (unsigned k = 0; k < ACCEPT_BATCH; k++) {
@@ -305,26 +332,15 @@ static void accept_all(struct accel_store_server *s, int lfd, double now)
         int one = 1;
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE) && s->reserve_fd >= 0) {
+            bool turned = false;
+            fd = accept_spare(s, lfd, now, &turned);
+            if (turned)
+                continue;
+        }
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            if ((errno == EMFILE || errno == ENFILE) && evict_one(s, NULL, now))
-                continue; /* its descriptor is free: accept again */
-            if ((errno == EMFILE || errno == ENFILE) && s->reserve_fd >= 0) {
-                /* Out of descriptors: take the client off the queue and close
-                 * it, or the listener would wake the loop forever. */
-                close(s->reserve_fd);
-                fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-                if (fd >= 0)
-                    close(fd);
-                s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                warn_limited(s, &s->w_fd, now,
-                             "store server: out of file descriptors at %zu clients; "
-                             "a client was turned away (raise `ulimit -n`)",
-                             s->nconns);
-                if (fd >= 0)
-                    continue;
-            }
             return; /* EAGAIN: the queue is empty */
         }
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
