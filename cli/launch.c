@@ -9,14 +9,12 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
-#include <errno.h>
 #include <getopt.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "accel/env.h"
@@ -47,7 +45,8 @@ const char cli_launch_usage[] =
     "  --master-port P    (default PET_MASTER_PORT, main_process_port, on one node a\n"
     "                     free port, else 29500)\n"
     "  --site FILE        apply the site policy\n"
-    "  --tee DIR          keep each rank's output in DIR/rank-R.log\n"
+    "  --tee DIR          keep each rank's output in DIR/rank-R.log (DIR is created;\n"
+    "                     a link in a log's place is refused)\n"
     "  --main-only        show only rank 0's output (the others go to --tee logs)\n"
     "  --dry-run          print every rank's variables and CPUs; start nothing\n"
     "  --topology-xml F   plan on this hwloc XML instead of discovering the machine\n"
@@ -55,9 +54,10 @@ const char cli_launch_usage[] =
     "  -h, --help         this text\n"
     "\n"
     "Output lines are prefixed with the rank (\"[3] ...\").  SIGINT, SIGTERM and SIGHUP\n"
-    "are forwarded; when a rank fails the others are stopped.  Exit status: the\n"
-    "failed rank's (128 + signal for a signal), 0 when all exited 0, 1 config\n"
-    "errors, 2 usage.\n";
+    "are forwarded; when a rank fails the others are stopped, and nothing a rank\n"
+    "started outlives the launcher.  Exit status: the failed rank's (128 + signal\n"
+    "for a signal), 0 when all exited 0, 141 the output was closed (the ranks are\n"
+    "stopped), 1 config errors, 2 usage or no rank could start (--tee, ulimit -n).\n";
 
 struct launch {
     const char *config, *site_path, *tee, *xml, *master_addr;
@@ -450,11 +450,6 @@ int cli_launch(int argc, char **argv)
                                 argv + optind, (char **const *)envps,
                                 cpus,          l.tee,
                                 l.main_only,   l.grace_s};
-        if (l.tee != NULL && mkdir(l.tee, 0755) != 0 && errno != EEXIST) {
-            fprintf(stderr, "accelrun launch: --tee %s: %s\n", l.tee, strerror(errno));
-            status = CLI_EXIT_USAGE;
-            goto out;
-        }
         if (l.main_only && l.tee == NULL && l.nproc > 1)
             fprintf(stderr, "accelrun launch: note: --main-only without --tee: the output of "
                             "ranks other than 0 is dropped\n");

@@ -22,6 +22,7 @@
  * 141; its output is dropped from then on.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -30,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -125,13 +127,16 @@ static bool pump(const struct procs_opts *o, struct rank *r, unsigned i, struct 
     return true;
 }
 
-static void child(const struct procs_opts *o, unsigned i, int out, int err, const sigset_t *old)
+static void child(const struct procs_opts *o, unsigned i, int out, int err, const sigset_t *old,
+                  const struct rlimit *nofile)
 {
     struct accel_error e;
 
     setpgid(0, 0);
     signal(SIGPIPE, SIG_DFL); /* ignored by the launcher; an ignored signal stays so across exec */
     sigprocmask(SIG_SETMASK, old, NULL);
+    if (nofile->rlim_cur != RLIM_INFINITY)
+        setrlimit(RLIMIT_NOFILE, nofile); /* the limit the launcher was given */
     if (dup2(out, STDOUT_FILENO) < 0 || dup2(err, STDERR_FILENO) < 0)
         _exit(127);
     if (o->cpus != NULL && o->cpus[i] != NULL && accel_topo_bind_cpus(o->cpus[i], &e) != ACCEL_OK)
@@ -143,28 +148,88 @@ static void child(const struct procs_opts *o, unsigned i, int out, int err, cons
     _exit(127);
 }
 
-/* Opens every rank's log in the --tee directory before any rank starts: no
- * link is followed (a planted symlink is an error, not a file overwritten).
- * False, with one error naming the path, when one cannot be opened. */
+/* What to do about a --tee path that failed with `e`. */
+static const char *tee_fix(int e)
+{
+    switch (e) {
+    case EACCES:
+    case EPERM:
+    case EROFS:
+        return "give --tee a directory you can write to";
+    case ELOOP:
+        return "it is a symbolic link, which --tee does not follow; remove it or give "
+               "--tee another directory";
+    case ENOTDIR:
+        return "give --tee a directory";
+    case ENOENT:
+        return "the directory above it does not exist; create it, or give --tee another "
+               "directory";
+    default:
+        return "give --tee another directory";
+    }
+}
+
+/* Opens one log: created, or an existing regular file of the user's with no
+ * other name, emptied.  O_NOFOLLOW refuses a symbolic link planted in its
+ * place; O_NONBLOCK keeps a planted FIFO from blocking the open, and the
+ * truncation waits for the checks, so a planted hard link to another file is
+ * refused, not emptied.  -1 with errno set (ELOOP, EINVAL for what is not a
+ * plain file of the user's with one link). */
+static int open_log(int dir, const char *name)
+{
+    struct stat st;
+    int fd = openat(dir, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+
+    if (fd < 0) {
+        if (errno == ENXIO) /* a FIFO without a reader */
+            errno = EINVAL;
+        return -1;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != geteuid()) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    if (ftruncate(fd, 0) != 0 || fcntl(fd, F_SETFL, 0) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
+/* Opens every rank's log in the --tee directory (created when missing, one
+ * level) before any rank starts, so that a log that cannot be written is one
+ * error and no rank runs unlogged.  False, with that error naming the path and
+ * the fix, when one cannot be opened. */
 static bool open_logs(const struct procs_opts *o, struct rank *ranks)
 {
-    char path[4096];
+    char name[64];
     int dir;
 
     if (o->tee_dir == NULL)
         return true;
+    if (mkdir(o->tee_dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "accelrun launch: --tee: couldn't create the directory %s: %s; %s\n",
+                o->tee_dir, strerror(errno), tee_fix(errno));
+        return false;
+    }
     dir = open(o->tee_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir < 0) {
-        fprintf(stderr, "accelrun launch: --tee %s: %s\n", o->tee_dir, strerror(errno));
+        fprintf(stderr, "accelrun launch: --tee: couldn't open the directory %s: %s; %s\n",
+                o->tee_dir, strerror(errno), tee_fix(errno));
         return false;
     }
     for (unsigned i = 0; i < o->n; i++) {
-        snprintf(path, sizeof(path), "rank-%u.log", o->first_rank + i);
-        ranks[i].log =
-            openat(dir, path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+        snprintf(name, sizeof(name), "rank-%u.log", o->first_rank + i);
+        ranks[i].log = open_log(dir, name);
         if (ranks[i].log < 0) {
-            fprintf(stderr, "accelrun launch: --tee: cannot open %s/%s: %s\n", o->tee_dir, path,
-                    strerror(errno));
+            int e = errno;
+            fprintf(stderr, "accelrun launch: --tee: couldn't open %s/%s: %s; %s\n", o->tee_dir,
+                    name,
+                    e == EINVAL ? "not a regular file of yours with no other link" : strerror(e),
+                    e == EINVAL ? "remove it or give --tee another directory" : tee_fix(e));
             close(dir);
             return false;
         }
@@ -173,24 +238,82 @@ static bool open_logs(const struct procs_opts *o, struct rank *ranks)
     return true;
 }
 
-/* Starts rank i; false when it could not be started (reported). */
-static bool start(const struct procs_opts *o, struct rank *r, unsigned i, const sigset_t *old)
+/* Makes sure the launcher may hold what n ranks need: the read ends of two
+ * pipes per rank and its log, beside what is open now and the two ends
+ * of a pipe being set up.  Raises the soft limit up to the hard one where
+ * that is enough (the ranks get the old soft limit back at exec; a program
+ * using select() may depend on it).  *old is that limit (soft RLIM_INFINITY
+ * when unknown).  False, with one error naming the number
+ * and the fix, when the hard limit is too low: then no rank starts, instead
+ * of some starting and being stopped when the next pipe fails. */
+static bool fit_fds(const struct procs_opts *o, struct rlimit *old)
 {
-    int out[2], err[2];
+    struct rlimit rl;
+    rlim_t need = 8; /* the signalfd, a pipe being made, the --tee directory, stdio's spare */
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *de;
 
-    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
-        fprintf(stderr, "accelrun: rank %u: pipe: %s\n", o->first_rank + i, strerror(errno));
-        return false;
+    if (getrlimit(RLIMIT_NOFILE, old) != 0) {
+        old->rlim_cur = RLIM_INFINITY; /* unknown: the pipes say so if it is too low */
+        return true;
     }
+    while (d != NULL && (de = readdir(d)) != NULL)
+        need += de->d_name[0] != '.';
+    if (d != NULL)
+        closedir(d);
+    else
+        need += 64; /* no /proc: a guess at what is open */
+    need += (rlim_t)o->n * (o->tee_dir != NULL ? 3 : 2);
+    if (old->rlim_cur == RLIM_INFINITY || old->rlim_cur >= need)
+        return true;
+    if (old->rlim_max == RLIM_INFINITY || old->rlim_max >= need) {
+        rl.rlim_cur = need;
+        rl.rlim_max = old->rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+            return true;
+    }
+    fprintf(stderr,
+            "accelrun launch: couldn't start %u ranks: the launcher needs %llu open files (%u per "
+            "rank), and the limit is %llu; raise it (ulimit -n %llu) or start fewer ranks\n",
+            o->n, (unsigned long long)need, o->tee_dir != NULL ? 3u : 2u,
+            (unsigned long long)old->rlim_max, (unsigned long long)need);
+    return false;
+}
+
+/* The fix for a rank that could not be started because of `e`. */
+static const char *start_fix(int e)
+{
+    switch (e) {
+    case EMFILE:
+        return "; raise the open-file limit (ulimit -n) or start fewer ranks";
+    case ENFILE:
+        return "; the system's open-file table is full (fs.file-max)";
+    case EAGAIN:
+        return "; raise the process limit (ulimit -u) or start fewer ranks";
+    case ENOMEM:
+        return "; free memory or start fewer ranks";
+    default:
+        return "";
+    }
+}
+
+/* Starts rank i; false when it could not be started (reported, with why). */
+static bool start(const struct procs_opts *o, struct rank *r, unsigned i, const sigset_t *old,
+                  const struct rlimit *nofile)
+{
+    int out[2] = {-1, -1}, err[2] = {-1, -1}, e;
+    const char *step = "pipe";
+
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
+        goto fail;
+    step = "fork";
     r->pid = fork();
     if (r->pid < 0) {
-        fprintf(stderr, "accelrun: rank %u: fork: %s\n", o->first_rank + i, strerror(errno));
         r->pid = 0;
-        close(out[0]), close(out[1]), close(err[0]), close(err[1]);
-        return false;
+        goto fail;
     }
     if (r->pid == 0)
-        child(o, i, out[1], err[1], old);
+        child(o, i, out[1], err[1], old, nofile);
     setpgid(r->pid, r->pid); /* also here: no race with an early signal */
     r->pgid = r->pid;
     close(out[1]);
@@ -200,6 +323,17 @@ static bool start(const struct procs_opts *o, struct rank *r, unsigned i, const 
     r->out.to = o->main_only && i > 0 ? NULL : stdout;
     r->err.to = o->main_only && i > 0 ? NULL : stderr;
     return true;
+fail:
+    e = errno;
+    for (int k = 0; k < 2; k++) {
+        if (out[k] >= 0)
+            close(out[k]);
+        if (err[k] >= 0)
+            close(err[k]);
+    }
+    fprintf(stderr, "accelrun: rank %u could not be started: %s: %s%s\n", o->first_rank + i, step,
+            strerror(e), start_fix(e));
+    return false;
 }
 
 /* Is `pid` in the process group of one of the ranks? */
@@ -234,6 +368,16 @@ static void signal_all(struct rank *ranks, unsigned n, int sig)
     fclose(f);
 }
 
+/* Ranks started and not yet reaped. */
+static unsigned live(const struct rank *ranks, unsigned n)
+{
+    unsigned k = 0;
+
+    for (unsigned i = 0; i < n; i++)
+        k += ranks[i].pid > 0;
+    return k;
+}
+
 static void describe(char *buf, size_t size, int status)
 {
     if (WIFEXITED(status))
@@ -266,8 +410,7 @@ static bool reap(const struct procs_opts *o, struct rank *ranks, unsigned *runni
             if (status == 0 || *failed >= 0 || interrupted)
                 continue;
             *failed = (int)i;
-            for (unsigned k = 0; k < o->n; k++)
-                *stopped += ranks[k].pid > 0;
+            *stopped = live(ranks, o->n);
             signal_all(ranks, o->n, SIGTERM);
             *kill_at = accel_now() + o->grace_s;
         }
@@ -282,10 +425,11 @@ int procs_run(const struct procs_opts *o)
     unsigned *owner = calloc(2 * o->n + 1, sizeof(*owner)); /* fds[k]: rank * 2 + (stderr) */
     sigset_t mask, old;
     struct sigaction ign = {.sa_handler = SIG_IGN}, old_pipe;
+    struct rlimit nofile;
     int sfd = -1, failed = -1, interrupted = 0, code = 0, subreaper = 0;
-    unsigned running = 0, stopped = 0;
+    unsigned running = 0, stopped = 0, halted = 0; /* halted: running when interrupted */
     double kill_at = 0, drain_until = 0;
-    bool killing = false, set_up = false, children;
+    bool killing = false, set_up = false, unstarted = false, children;
 
     if (ranks == NULL || fds == NULL || owner == NULL) {
         fprintf(stderr, "accelrun: out of memory\n");
@@ -296,7 +440,7 @@ int procs_run(const struct procs_opts *o)
     }
     for (unsigned i = 0; i < o->n; i++)
         ranks[i].out.fd = ranks[i].err.fd = ranks[i].log = -1;
-    if (!open_logs(o, ranks)) {
+    if (!fit_fds(o, &nofile) || !open_logs(o, ranks)) {
         code = 2;
         goto out;
     }
@@ -311,16 +455,26 @@ int procs_run(const struct procs_opts *o)
     sigprocmask(SIG_BLOCK, &mask, &old);
     set_up = true;
     sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    for (unsigned i = 0; i < o->n; i++) {
-        if (sfd < 0 || !start(o, &ranks[i], i, &old)) {
-            failed = (int)i;
-            ranks[i].status = 127 << 8;
-            signal_all(ranks, i, SIGTERM);
-            kill_at = accel_now() + o->grace_s;
+    if (sfd < 0)
+        fprintf(stderr, "accelrun: couldn't watch signals (signalfd): %s; no rank started\n",
+                strerror(errno));
+    for (unsigned i = 0; sfd >= 0 && i < o->n; i++) {
+        if (!start(o, &ranks[i], i, &old, &nofile)) {
+            /* a rank that already failed is the failure; else this one is */
+            reap(o, ranks, &running, &failed, &stopped, interrupted, &kill_at);
+            if (failed < 0) {
+                failed = (int)i;
+                unstarted = true;
+                stopped = live(ranks, i);
+                signal_all(ranks, i, SIGTERM);
+                kill_at = accel_now() + o->grace_s;
+            }
             break;
         }
         running++;
     }
+    if (sfd < 0)
+        code = 1;
     for (;;) {
         unsigned nfds = 0;
         int timeout = -1, werr = 0;
@@ -377,6 +531,7 @@ int procs_run(const struct procs_opts *o)
                 kill_at = 0;
             } else {
                 interrupted = (int)si.ssi_signo;
+                halted = live(ranks, o->n);
                 signal_all(ranks, o->n, (int)si.ssi_signo);
                 kill_at = accel_now() + o->grace_s;
             }
@@ -389,24 +544,27 @@ int procs_run(const struct procs_opts *o)
         }
         if (werr == EPIPE && !interrupted && !killing) { /* the reader is gone: stop the job */
             interrupted = SIGPIPE;
+            halted = live(ranks, o->n);
             signal_all(ranks, o->n, SIGTERM);
             kill_at = accel_now() + o->grace_s;
         }
     }
     if (failed >= 0) {
-        char how[128];
-        describe(how, sizeof(how), ranks[failed].status);
-        code = exit_code(ranks[failed].status);
-        fprintf(stderr, "accelrun: rank %u %s; stopped the other %u rank%s\n",
-                o->first_rank + (unsigned)failed, how, stopped, stopped == 1 ? "" : "s");
-    } else if (interrupted == SIGPIPE) {
-        code = 128 + SIGPIPE;
-        fprintf(stderr, "accelrun: the output was closed (%s): stopped %u rank%s\n",
-                strsignal(SIGPIPE), o->n, o->n == 1 ? "" : "s");
+        char how[128], others[64] = "";
+        if (unstarted) /* why was said when it happened */
+            snprintf(how, sizeof(how), "could not be started");
+        else
+            describe(how, sizeof(how), ranks[failed].status);
+        code = unstarted ? 127 : exit_code(ranks[failed].status);
+        if (stopped > 0) /* those still running when it failed */
+            snprintf(others, sizeof(others), "; stopped the other %u rank%s", stopped,
+                     stopped == 1 ? "" : "s");
+        fprintf(stderr, "accelrun: rank %u %s%s\n", o->first_rank + (unsigned)failed, how, others);
     } else if (interrupted) {
         code = 128 + interrupted;
-        fprintf(stderr, "accelrun: %s: stopped %u rank%s\n", strsignal(interrupted), o->n,
-                o->n == 1 ? "" : "s");
+        fprintf(stderr, "accelrun: %s%s%s: stopped %u rank%s\n",
+                interrupted == SIGPIPE ? "the output was closed (" : "", strsignal(interrupted),
+                interrupted == SIGPIPE ? ")" : "", halted, halted == 1 ? "" : "s");
     }
 out:
     for (unsigned i = 0; i < o->n; i++) {

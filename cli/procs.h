@@ -25,8 +25,13 @@ struct procs_opts {
  * for a signal), after the others were stopped, with a one-line summary on
  * stderr; 128 + signal when the launcher itself was interrupted (SIGINT,
  * SIGTERM, SIGHUP are forwarded to every rank's process group), 141 when its
- * output was closed (the ranks are stopped); 2, with no rank started, when a
- * --tee log cannot be opened. */
+ * output was closed (the ranks are stopped); 127 when a rank could not be
+ * started (pipe, fork: the others are stopped); 2, with no rank started, when a
+ * --tee log cannot be opened (the directory is created when missing; a link,
+ * FIFO or another's file in a log's place is refused) or the hard open-file
+ * limit is below what n ranks need (a soft one is raised, and the ranks get it
+ * back); 1 when signals cannot be watched.  Every error is one line on stderr
+ * saying what to do. */
 int procs_run(const struct procs_opts *o);
 
 #endif

@@ -19,7 +19,10 @@ if printf '%s' "$out" | grep -q survived; then bad "launch: the other ranks were
 expect "launch: a rank killed by a signal" 137 "$bin" launch -n 2 -- sh -c '[ "$RANK" = 0 ] && kill -9 $$; sleep 20'
 contains "launch: the summary names the signal" "accelrun: rank 0 was killed by signal 9"
 
-# SIGTERM to the launcher reaches every rank
+# SIGTERM to the launcher reaches every rank (the file exists before the
+# background launch opens it: else the wait below may end at once, and the
+# SIGTERM come before the launcher handles it)
+: >"$tmp/term.out"
 "$bin" launch -n 2 -- sh -c 'trap "echo got TERM; exit 0" TERM; echo ready; while :; do sleep 0.1; done' >"$tmp/term.out" 2>&1 &
 lpid=$!
 i=0
@@ -46,6 +49,12 @@ fi
 
 expect "launch: a command that does not exist" 127 "$bin" launch -n 2 -- /nonexistent/cmd
 contains "launch: names the command" "cannot run /nonexistent/cmd"
+expect "launch: one rank that cannot run" 127 "$bin" launch -n 1 -- /nonexistent/cmd
+if printf '%s' "$out" | grep -qx "accelrun: rank 0 exited with status 127"; then
+    ok "launch: no 'stopped the other 0 ranks' when none was running"
+else
+    bad "launch: no 'stopped the other 0 ranks' when none was running" "$out"
+fi
 expect "launch: no command" 2 "$bin" launch -n 2
 expect "launch --help" 0 "$bin" launch --help
 
@@ -89,45 +98,56 @@ contains "launch: a pod's ACCELERATE_*/FSDP_* win over the built-in config" "[1]
 out=$(env ACCELERATE_MIXED_PRECISION=bf16 "$bin" launch -n 1 --config examples/gpt-cpu.yaml -- sh -c 'echo "mp=$ACCELERATE_MIXED_PRECISION"' 2>&1)
 contains "launch: with --config, the config's value wins" "[0] mp=no"
 
+# alive PID: the process exists and is not a zombie
+alive() { [ -n "$1" ] && [ -r "/proc/$1/stat" ] && ! sed 's/.*) //' "/proc/$1/stat" | grep -q '^Z'; }
+
 # nothing a rank started outlives the launcher: rank 0's leader dies of the
 # SIGTERM, its child ignores it and gets the SIGKILL of its (leaderless) group
-"$bin" launch -n 2 --grace 1 -- sh -c 'if [ $LOCAL_RANK = 0 ]; then (trap "" TERM; exec sleep 300.123) & sleep 300.123; else sleep .5; exit 5; fi' >"$tmp/left.out" 2>&1
+"$bin" launch -n 2 --grace 1 -- env T="$tmp" sh -c 'if [ $LOCAL_RANK = 0 ]; then (trap "" TERM; exec sleep 300) & echo $! >"$T/left.pid"; sleep 300; else sleep .5; exit 5; fi' >"$tmp/left.out" 2>&1
 rc=$?
-if [ $rc -eq 5 ] && ! pgrep -f 'sleep 300\.123' >/dev/null; then
+left=$(cat "$tmp/left.pid" 2>/dev/null)
+if [ $rc -eq 5 ] && [ -n "$left" ] && ! alive "$left"; then
     ok "launch: a TERM-ignoring child of a reaped rank leader is killed, exit 5"
 else
-    bad "launch: a TERM-ignoring child of a reaped rank leader is killed, exit 5 (exit $rc)" "$(cat "$tmp/left.out"; pgrep -af 'sleep 300\.123')"
+    bad "launch: a TERM-ignoring child of a reaped rank leader is killed, exit 5 (exit $rc)" "$(cat "$tmp/left.out"; ps -o pid,ppid,stat,args -p "${left:-0}")"
 fi
-pkill -KILL -f 'sleep 300\.123'
+[ -n "$left" ] && kill -KILL "$left" 2>/dev/null
 # ranks that all exit 0 but leave a process in a session of its own
-"$bin" launch -n 2 --grace 1 -- sh -c 'setsid sleep 300.124 </dev/null >/dev/null 2>&1 & echo started' >"$tmp/left.out" 2>&1
+"$bin" launch -n 2 --grace 1 -- env T="$tmp" sh -c 'setsid sh -c "echo \$\$ >\"$T/sess-$RANK.pid\"; exec sleep 300" </dev/null >/dev/null 2>&1 &
+    while [ ! -s "$T/sess-$RANK.pid" ]; do sleep 0.05; done; echo started' >"$tmp/left.out" 2>&1
 rc=$?
-if [ $rc -eq 0 ] && ! pgrep -f 'sleep 300\.124' >/dev/null; then
+left=$(cat "$tmp"/sess-*.pid 2>/dev/null)
+survivors=
+for p in $left; do alive "$p" && survivors="$survivors $p"; done
+if [ $rc -eq 0 ] && [ "$(printf '%s\n' $left | wc -l)" -eq 2 ] && [ -z "$survivors" ]; then
     ok "launch: what ranks left in another session is stopped, exit 0"
 else
-    bad "launch: what ranks left in another session is stopped, exit 0 (exit $rc)" "$(cat "$tmp/left.out"; pgrep -af 'sleep 300\.124')"
+    bad "launch: what ranks left in another session is stopped, exit 0 (exit $rc)" "$(cat "$tmp/left.out"; echo "left: $left, alive:$survivors")"
 fi
-pkill -KILL -f 'sleep 300\.124'
+for p in $left; do kill -KILL "$p" 2>/dev/null; done
 
 # the reader of the launcher's output goes away: the ranks are stopped, the
 # launcher is not killed by SIGPIPE
 (
-    "$bin" launch -n 2 --grace 1 -- sh -c 'echo hi; sleep 1; [ $RANK = 0 ] && echo more; exec sleep 40.123' 2>"$tmp/pipe.err"
+    "$bin" launch -n 2 --grace 1 -- env T="$tmp" sh -c 'echo $$ >"$T/pipe-$RANK.pid"; echo hi; sleep 1; [ $RANK = 0 ] && echo more; exec sleep 40' 2>"$tmp/pipe.err"
     echo $? >"$tmp/pipe.rc"
 ) | head -c 3 >/dev/null
 out=$(cat "$tmp/pipe.err")
 contains "launch: a closed output stops the job" "accelrun: the output was closed (Broken pipe): stopped 2 ranks"
-if [ "$(cat "$tmp/pipe.rc")" = 141 ] && ! pgrep -f 'sleep 40\.123' >/dev/null; then
+left=$(cat "$tmp"/pipe-*.pid 2>/dev/null)
+survivors=
+for p in $left; do alive "$p" && survivors="$survivors $p"; done
+if [ "$(cat "$tmp/pipe.rc")" = 141 ] && [ -z "$survivors" ]; then
     ok "launch: a closed output leaves no rank behind, exit 141"
 else
-    bad "launch: a closed output leaves no rank behind, exit 141 (exit $(cat "$tmp/pipe.rc"))" "$(pgrep -af 'sleep 40\.123')"
+    bad "launch: a closed output leaves no rank behind, exit 141 (exit $(cat "$tmp/pipe.rc"))" "alive:$survivors"
 fi
-pkill -KILL -f 'sleep 40\.123'
+for p in $left; do kill -KILL "$p" 2>/dev/null; done
 
 # --tee that cannot be written fails before any rank starts, with one error
 : >"$tmp/notdir"
 expect "launch: --tee on a file exits 2" 2 env T="$tmp" "$bin" launch -n 2 --tee "$tmp/notdir" -- sh -c 'touch "$T/ran"'
-contains "launch: --tee on a file names it" "accelrun launch: --tee $tmp/notdir: Not a directory"
+contains "launch: --tee on a file names it and the fix" "accelrun launch: --tee: couldn't open the directory $tmp/notdir: Not a directory; give --tee a directory"
 if [ ! -e "$tmp/ran" ] && [ "$(printf '%s\n' "$out" | grep -c -e '--tee')" -eq 1 ]; then
     ok "launch: --tee on a file: one error, no rank started"
 else
@@ -135,7 +155,7 @@ else
 fi
 mkdir "$tmp/tl" && echo keep >"$tmp/victim" && ln -s "$tmp/victim" "$tmp/tl/rank-1.log"
 expect "launch: --tee over a planted symlink exits 2" 2 env T="$tmp" "$bin" launch -n 2 --tee "$tmp/tl" -- sh -c 'touch "$T/ran"'
-contains "launch: --tee over a symlink names the log" "accelrun launch: --tee: cannot open $tmp/tl/rank-1.log"
+contains "launch: --tee over a symlink names the log" "accelrun launch: --tee: couldn't open $tmp/tl/rank-1.log: Too many levels of symbolic links; it is a symbolic link, which --tee does not follow"
 if [ "$(cat "$tmp/victim")" = keep ] && [ ! -e "$tmp/ran" ]; then
     ok "launch: --tee does not follow a planted symlink, no rank started"
 else
@@ -146,5 +166,42 @@ if [ "$(id -u)" = 0 ]; then
 else
     mkdir "$tmp/ro" && chmod 555 "$tmp/ro"
     expect "launch: --tee into a read-only directory exits 2" 2 "$bin" launch -n 2 --tee "$tmp/ro" -- true
-    contains "launch: --tee into a read-only directory names the log" "cannot open $tmp/ro/rank-0.log: Permission denied"
+    contains "launch: --tee into a read-only directory names the log" "couldn't open $tmp/ro/rank-0.log: Permission denied; give --tee a directory you can write to"
+fi
+# sysfs refuses a new file even to root: an unwritable directory wherever the tests run
+expect "launch: --tee /sys exits 2" 2 env T="$tmp" "$bin" launch -n 2 --main-only --tee /sys -- sh -c 'touch "$T/ran"'
+contains "launch: --tee /sys names the log and the fix" "accelrun launch: --tee: couldn't open /sys/rank-0.log: "
+if [ ! -e "$tmp/ran" ] && [ "$(printf '%s\n' "$out" | grep -c -e '--tee')" -eq 1 ]; then
+    ok "launch: --tee /sys: one error, no rank started"
+else
+    bad "launch: --tee /sys: one error, no rank started" "$out"
+fi
+# a planted FIFO does not hang the launcher (timeout's 124 if it does); a
+# planted hard link is not emptied
+mkdir "$tmp/tf" && mkfifo "$tmp/tf/rank-0.log"
+expect "launch: --tee over a planted FIFO exits 2" 2 timeout -s KILL 20 "$bin" launch -n 1 --tee "$tmp/tf" -- true
+contains "launch: --tee over a FIFO says it is not a file" "couldn't open $tmp/tf/rank-0.log: not a regular file of yours with no other link"
+mkdir "$tmp/th" && ln "$tmp/victim" "$tmp/th/rank-0.log"
+expect "launch: --tee over a planted hard link exits 2" 2 "$bin" launch -n 1 --tee "$tmp/th" -- true
+if [ "$(cat "$tmp/victim")" = keep ]; then ok "launch: --tee does not empty a hard-linked file"; else bad "launch: --tee does not empty a hard-linked file"; fi
+expect "launch: --tee creates a missing directory" 0 "$bin" launch -n 2 --tee "$tmp/newlogs" -- sh -c 'echo "log $RANK"'
+if grep -qx "log 1" "$tmp/newlogs/rank-1.log"; then ok "launch: --tee into a created directory keeps rank 1's log"; else bad "launch: --tee into a created directory keeps rank 1's log"; fi
+
+# more ranks than the open-file limit allows: one error before any rank
+# starts, not a rank "exiting with status 127" and none said to be stopped
+expect "launch: -n 4096 under ulimit -n 256 exits 2" 2 sh -c 'ulimit -n 256 && T="$1" exec "$0" launch -n 4096 -- sh -c "touch \"\$T/fd-\$RANK\""' "$bin" "$tmp"
+contains "launch: names the open files needed and the fix" "accelrun launch: couldn't start 4096 ranks: the launcher needs "
+contains "launch: says how to raise the limit" "and the limit is 256; raise it (ulimit -n "
+if ls "$tmp"/fd-* >/dev/null 2>&1; then bad "launch: no rank started under a too-low limit" "$(ls "$tmp" | grep -c fd-) ranks ran"; else ok "launch: no rank started under a too-low limit"; fi
+# a soft limit below the need is raised for the launcher (the hard one allows
+# it), and the ranks get the soft limit they were given
+if [ "$(ulimit -H -n)" = unlimited ] || [ "$(ulimit -H -n)" -ge 256 ]; then
+    expect "launch: 40 ranks under a soft ulimit -n 64" 0 sh -c 'ulimit -S -n 64 && exec "$0" launch -n 40 -- sh -c "ulimit -n"' "$bin"
+    if [ "$(printf '%s\n' "$out" | grep -c '^\[[0-9]*\] 64$')" -eq 40 ]; then
+        ok "launch: every rank has the soft limit of 64 back"
+    else
+        bad "launch: every rank has the soft limit of 64 back" "$out"
+    fi
+else
+    skip=$((skip + 1)); echo "ok - launch: soft ulimit -n raised # SKIP the hard limit is $(ulimit -H -n)"
 fi
