@@ -239,13 +239,14 @@ static bool open_logs(const struct procs_opts *o, struct rank *ranks)
 }
 
 /* Makes sure the launcher may hold what n ranks need: the read ends of two
- * pipes per rank and its log, beside what is open now and the two ends
- * of a pipe being set up.  Raises the soft limit up to the hard one where
- * that is enough (the ranks get the old soft limit back at exec; a program
- * using select() may depend on it).  *old is that limit (soft RLIM_INFINITY
- * when unknown).  False, with one error naming the number
- * and the fix, when the hard limit is too low: then no rank starts, instead
- * of some starting and being stopped when the next pipe fails. */
+ * pipes per rank and its log, beside what is open now and the two ends of a
+ * pipe being set up.  Raises the soft limit up to the hard one where that is
+ * enough (the ranks get the old soft limit back at exec, and procs_run gives
+ * it back to the launcher: a program using select() may depend on it).  *old
+ * is that limit (soft RLIM_INFINITY when unknown).  False, with one error
+ * naming the number and the fix, when the hard limit is too low: then no rank
+ * starts, instead of some starting and being stopped when the next pipe
+ * fails. */
 static bool fit_fds(const struct procs_opts *o, struct rlimit *old)
 {
     struct rlimit rl;
@@ -425,7 +426,7 @@ int procs_run(const struct procs_opts *o)
     unsigned *owner = calloc(2 * o->n + 1, sizeof(*owner)); /* fds[k]: rank * 2 + (stderr) */
     sigset_t mask, old;
     struct sigaction ign = {.sa_handler = SIG_IGN}, old_pipe;
-    struct rlimit nofile;
+    struct rlimit nofile = {RLIM_INFINITY, RLIM_INFINITY}; /* the soft limit given */
     int sfd = -1, failed = -1, interrupted = 0, code = 0, subreaper = 0;
     unsigned running = 0, stopped = 0, halted = 0; /* halted: running when interrupted */
     double kill_at = 0, drain_until = 0;
@@ -582,6 +583,8 @@ out:
         sigaction(SIGPIPE, &old_pipe, NULL);
         prctl(PR_SET_CHILD_SUBREAPER, subreaper);
     }
+    if (nofile.rlim_cur != RLIM_INFINITY)
+        setrlimit(RLIMIT_NOFILE, &nofile);
     free(ranks);
     free(fds);
     free(owner);
