@@ -282,9 +282,14 @@ static enum accel_err ring_run(struct accel_comm *c, struct plan *p, const struc
                 if (tx.u == p->nunits)
                     break;
                 if (!tx.prepared) {
-                    if (!send_ready(p, tx.u, rx.u))
-                        break;
+                    /* an empty unit sends nothing and waits for nothing:
+                     * done at once, or a next rank that needed nothing more
+                     * from us could finish and half-close (its graceful
+                     * free) while we wait, and that FIN would read as a
+                     * failure below */
                     unit_at(p, tx.u, true, &tx.cur);
+                    if (tx.cur.bytes > 0 && !send_ready(p, tx.u, rx.u))
+                        break;
                     tx.prepared = true;
                     tx.off = 0;
                 }
