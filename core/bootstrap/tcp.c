@@ -135,10 +135,16 @@ static enum accel_err roundtrip(struct accel_store *s, const char *what, unsigne
         goto transport;
     }
     r->val[r->f.vlen] = '\0';
-    if (r->f.status == ACCEL_ENONCE || (r->f.status != ACCEL_OK && r->f.status != ACCEL_ETIMEDOUT &&
-                                        (r->f.op & ~STORE_REPLY) != op)) {
+    /* A hello never waits, so ACCEL_ETIMEDOUT in its place is the server's
+     * own deadline (a hello or a request too late), not an answer: the
+     * server has closed, and a connect retries as for a closed connection. */
+    bool late =
+        r->f.status == ACCEL_ETIMEDOUT && (op == STORE_HELLO || (r->f.op & ~STORE_REPLY) != op);
+    if (r->f.status == ACCEL_ENONCE || late ||
+        (r->f.status != ACCEL_OK && r->f.status != ACCEL_ETIMEDOUT &&
+         (r->f.op & ~STORE_REPLY) != op)) {
         /* the server closes after such a refusal */
-        enum accel_err code = (enum accel_err)r->f.status;
+        enum accel_err code = late ? ACCEL_EPEER : (enum accel_err)r->f.status;
         snprintf(why, sizeof(why), "refused: %s", (char *)r->val);
         lose(s, why);
         accel_error_set(err, code, STORE_WHO ": %s: refused by rank 0 at %s: %s", s->rank, s->world,
@@ -329,6 +335,8 @@ enum accel_err accel_store_connect(struct accel_store **out, const struct accel_
         double left = deadline - accel_now();
         double p = backoff * jitter(&rng);
         pause_s(p < left ? p : left);
+        if (accel_now() >= deadline)
+            break; /* not one more attempt with no time left for its hello */
         backoff = backoff * 2 > BACKOFF_MAX_S ? BACKOFF_MAX_S : backoff * 2;
     }
     rc = accel_error_set(err, ACCEL_ETIMEDOUT,

@@ -977,6 +977,110 @@ TEST(tcp_deadline_warnings_rate_limited)
     ASSERT_CONTAINS(warn_lines[1], "and 8 more like it");
 }
 
+/* A server that refuses at its deadlines, as the store does: mode 0 every
+ * hello ("no request of this job within 10 s of connecting"), mode 1 the
+ * first request after a hello it answered ("a request still incomplete
+ * after 60 s").  Both refusals are a hello's reply with ACCEL_ETIMEDOUT. */
+struct refuser {
+    int lfd, mode;
+    volatile int stop;
+};
+
+static void *refuser_run(void *p)
+{
+    struct refuser *r = p;
+    struct timeval tv = {0, 20 * 1000}, wait = {2, 0};
+
+    setsockopt(r->lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    while (!r->stop) {
+        struct store_frame f = {0}, q;
+        struct accel_error err;
+        uint8_t b[STORE_HDR + 128];
+        const char *why = r->mode == 0 ? "no request of this job within 10 s of connecting"
+                                       : "a request still incomplete after 60 s (41 bytes)";
+        int fd = accept(r->lfd, NULL, NULL);
+
+        if (fd < 0)
+            continue;
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
+        f.op = STORE_HELLO | STORE_REPLY;
+        if (recv(fd, b, STORE_HDR, MSG_WAITALL) == STORE_HDR && r->mode == 1) {
+            store_frame_encode(b, &f); /* the hello answered */
+            if (send(fd, b, STORE_HDR, MSG_NOSIGNAL) != STORE_HDR ||
+                recv(fd, b, STORE_HDR, MSG_WAITALL) != STORE_HDR ||
+                store_frame_decode(b, false, &q, &err) != ACCEL_OK ||
+                recv(fd, b, q.klen, MSG_WAITALL) != (ssize_t)q.klen) {
+                close(fd);
+                continue;
+            }
+        }
+        f.status = ACCEL_ETIMEDOUT;
+        f.vlen = (uint32_t)strlen(why);
+        store_frame_encode(b, &f);
+        memcpy(b + STORE_HDR, why, f.vlen);
+        if (send(fd, b, STORE_HDR + f.vlen, MSG_NOSIGNAL) < 0)
+            test_note("refuser: %s", strerror(errno));
+        close(fd);
+    }
+    return NULL;
+}
+
+/* The server's deadline refusals (a hello too late, a request too slow) are
+ * refusals to the client: a connect that got one does not succeed, and a
+ * call that got one names the reason, not "answered out of order" (issue
+ * item 3, on the client's side). */
+TEST(tcp_deadline_refusals_reach_the_client)
+{
+    struct sockaddr_in a = {0};
+    socklen_t alen = sizeof(a);
+    struct accel_store_opts o = {0};
+    struct accel_error err;
+
+    for (int mode = 0; mode < 2; mode++) {
+        struct refuser r = {socket(AF_INET, SOCK_STREAM, 0), mode, 0};
+        struct accel_store *c = NULL;
+        enum accel_err rc;
+        pthread_t th;
+        void *v = NULL;
+        size_t n;
+
+        ASSERT(r.lfd >= 0);
+        a.sin_family = AF_INET;
+        a.sin_port = 0;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ASSERT_OK(bind(r.lfd, (struct sockaddr *)&a, sizeof(a)));
+        ASSERT_OK(listen(r.lfd, 16));
+        ASSERT_OK(getsockname(r.lfd, (struct sockaddr *)&a, &alen));
+        ASSERT_OK(pthread_create(&th, NULL, refuser_run, &r));
+        o.host = "127.0.0.1";
+        o.port = ntohs(a.sin_port);
+        o.nonce = NONCE;
+        o.rank = 2;
+        o.world = 4;
+        o.timeout_s = 0.5;
+        rc = accel_store_connect(&c, &o, &err);
+        if (mode == 1 && rc == ACCEL_OK)
+            rc = accel_store_get(c, "k", &v, &n, &err);
+        r.stop = 1;
+        pthread_join(th, NULL);
+        close(r.lfd);
+        accel_free(v);
+        accel_store_close(c);
+        test_note("%s", err.msg);
+        if (mode == 0) {
+            ASSERT_INT_EQ(rc, ACCEL_ETIMEDOUT); /* retried until its own deadline */
+            /* the last attempt's refusal, unless an attempt began with too
+             * little time left to hear it */
+            ASSERT(strstr(err.msg, "(last attempt: refused: no request of this job within 10 s") ||
+                   strstr(err.msg, "the hello went unanswered"));
+        } else {
+            ASSERT_INT_EQ(rc, ACCEL_EPEER);
+            ASSERT_CONTAINS(err.msg, "get 'k': refused by rank 0 at 127.0.0.1:");
+            ASSERT_CONTAINS(err.msg, "a request still incomplete after 60 s");
+        }
+    }
+}
+
 /* The highest descriptor this process has open. */
 static int highest_fd(void)
 {
@@ -1653,7 +1757,8 @@ TEST_LIST(T(frame_roundtrip_and_rejects), T(nonce_distinguishes_jobs_and_steps),
           T(tcp_absent_server_times_out), T(tcp_connect_timeout_reports_elapsed),
           T(tcp_big_set_checked_before_buffering), T(tcp_hello_and_request_deadlines),
           T(tcp_full_server_evicts_silent_connections), T(tcp_deadline_warnings_rate_limited),
-          T(tcp_out_of_descriptors_evicts_silent_connections), T(tcp_late_server_found),
+          T(tcp_out_of_descriptors_evicts_silent_connections),
+          T(tcp_deadline_refusals_reach_the_client), T(tcp_late_server_found),
           T(tcp_get_and_barrier_deadlines), T(tcp_caps), T(tcp_server_survives_garbage),
           T(tcp_client_that_never_reads), T(tcp_stop_with_parked_client),
           T(file_forked_ranks_and_cleanup), T(file_add_is_atomic),
