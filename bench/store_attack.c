@@ -282,14 +282,14 @@ static int slow_main(unsigned port, double seconds, bool set)
         memset(msg + STORE_HDR, 'v', sizeof(msg) - STORE_HDR);
     }
     store_frame_encode(msg, &f);
-    while (accel_now() - t0 < seconds && off < len) {
+    while (accel_now() - t0 < seconds) { /* after the last byte, to see what the server does */
         if (closed_by_server(fd)) {
             printf("slow %s: closed by the server after %.1f s (%zu of %zu bytes sent)\n",
                    set ? "set" : "hello", accel_now() - t0, off, len);
             close(fd);
             return 0;
         }
-        if (send(fd, msg + off, 1, MSG_NOSIGNAL) == 1)
+        if (off < len && send(fd, msg + off, 1, MSG_NOSIGNAL) == 1)
             off++;
         pause_ms(1000);
     }
