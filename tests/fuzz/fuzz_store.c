@@ -10,7 +10,11 @@
  *
  * Invariants: no crash, no leak, no unbounded growth; every reply the server
  * queues decodes as a reply; a connection the server gave up on is replaced
- * by a fresh one, as the socket layer would.
+ * by a fresh one, as the socket layer would; a complete header from a
+ * connection that has not presented the job's nonce is never left waiting
+ * for its body (it was checked: the connection is a client of the job now,
+ * or refused); the bytes reserved for partial requests add up to
+ * core.inflight, and with the bytes held stay within max_bytes.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -93,10 +97,17 @@ static void script(const uint8_t *data, size_t size)
                 memset(c, 0, sizeof(*c));
             }
         }
-        for (unsigned k = 0; k < CONNS; k++)
-            if (conns[k].in_len >
-                STORE_HDR + ACCEL_STORE_MAX_KEY + (size_t)ACCEL_STORE_MAX_VALUE + 256)
+        uint64_t reserved = 0;
+        for (unsigned k = 0; k < CONNS; k++) {
+            c = &conns[k];
+            if (c->in_len > STORE_HDR + ACCEL_STORE_MAX_KEY + (size_t)ACCEL_STORE_MAX_VALUE + 256)
                 abort(); /* input must have been consumed or refused */
+            if (!c->authed && c->in_len >= STORE_HDR)
+                abort(); /* a stranger's body would be buffered */
+            reserved += c->reserved;
+        }
+        if (reserved != core.inflight || core.bytes + core.inflight > core.max_bytes)
+            abort();
     }
     for (unsigned k = 0; k < CONNS; k++)
         store_core_drop(&core, &conns[k]);
