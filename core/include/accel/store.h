@@ -12,7 +12,9 @@
  *
  * Every request carries the job nonce (accel_store_nonce: the job and step
  * ids hashed), and the server refuses a client of another job or of an
- * earlier step with ACCEL_ENONCE and a message naming both.  Every call is
+ * earlier step with ACCEL_ENONCE and a message naming the nonce it presented
+ * (never the job's), from the request's header, before any of its body is
+ * read.  Every call is
  * bounded in time: the client's `timeout_s` is the deadline of connecting
  * (retried with backoff) and of each blocking call (get, wait, barrier); a
  * failure names the rank, the peer, the address and the time waited, as in
@@ -20,7 +22,11 @@
  *
  * Values are bytes.  Caps (a larger request is ACCEL_ETOOBIG, on the client
  * before anything is sent, and on the server, which also closes that client):
- * key length, value length, keys, bytes held, clients.
+ * key length, value length, keys, bytes held (values being received count
+ * too), clients.  The server closes a connection that presents no request
+ * with the job's nonce within 10 s, or leaves a request incomplete for 60 s;
+ * when full (clients or file descriptors) it closes the oldest connection
+ * that has not presented the nonce to let a new one in.
  *
  * Ownership: a server or client is created by its start, connect or open
  * function and released by its stop/close function.  One client handle is
