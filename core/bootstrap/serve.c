@@ -226,10 +226,11 @@ static struct store_entry *entry_of(struct store_core *core, struct store_conn *
                   core->nkeys);
         return NULL;
     }
-    if (core->bytes + klen > core->max_bytes) {
+    if (core->bytes + core->inflight + klen > core->max_bytes) {
         reply_err(core, c, op, ACCEL_ETOOBIG, true,
-                  "the store holds %" PRIu64 " bytes; a new key would pass its limit of %" PRIu64,
-                  core->bytes, core->max_bytes);
+                  "the store holds %" PRIu64 " bytes%s; a new key would pass its limit of %" PRIu64,
+                  core->bytes, core->inflight > 0 ? " and buffers more being received" : "",
+                  core->max_bytes);
         return NULL;
     }
     e = accel_calloc(1, sizeof(*e) + klen);
@@ -374,10 +375,15 @@ static bool store_value(struct store_core *core, struct store_conn *c, unsigned 
     uint64_t bytes = core->bytes - e->vlen + len;
     uint8_t *copy;
 
-    if (bytes > core->max_bytes) {
+    /* Values other clients are still sending count too (the caller's own
+     * reservation was released before it got here): what is held and what
+     * is buffered stay within max_bytes together. */
+    if (bytes + core->inflight > core->max_bytes) {
         reply_err(core, c, op, ACCEL_ETOOBIG, true,
-                  "the store holds %" PRIu64 " bytes; this value would pass its limit of %" PRIu64,
-                  core->bytes, core->max_bytes);
+                  "the store holds %" PRIu64
+                  " bytes%s; this value would pass its limit of %" PRIu64,
+                  core->bytes, core->inflight > 0 ? " and buffers more being received" : "",
+                  core->max_bytes);
         return false;
     }
     copy = accel_malloc(len ? len : 1);

@@ -360,6 +360,50 @@ TEST(serve_partial_request_accounted)
     store_core_free(&core);
 }
 
+/* A small set that arrives whole while another client's big one is still
+ * being received: the one being received counts, so what is held and what
+ * is buffered never pass max_bytes together (issue item 2). */
+TEST(serve_held_and_buffered_within_max_bytes)
+{
+    struct store_core core;
+    struct store_conn big, small;
+    char val[201];
+    uint64_t held;
+
+    memset(&big, 0, sizeof(big));
+    memset(&small, 0, sizeof(small));
+    memset(val, 'w', 200);
+    val[200] = '\0';
+    ASSERT_OK(store_core_init(&core, NONCE, 4096));
+    put_frame(&big, STORE_HELLO, "", NULL, 2, 0);
+    put_frame(&small, STORE_HELLO, "", NULL, 2, 0);
+    store_core_input(&core, &big, 1.0);
+    store_core_input(&core, &small, 1.0);
+    settle(&core, 1.0);
+    /* 3900 bytes claimed, none sent yet: 3941 reserved of 4096 */
+    big.in = accel_realloc(big.in, STORE_HDR + 1);
+    ASSERT(big.in != NULL);
+    big.in_cap = STORE_HDR + 1;
+    store_frame_encode(
+        big.in, &(struct store_frame){.op = STORE_SET, .nonce = NONCE, .klen = 1, .vlen = 3900});
+    big.in[STORE_HDR] = 'a';
+    big.in_len = STORE_HDR + 1;
+    store_core_input(&core, &big, 1.0);
+    ASSERT_INT_EQ(core.inflight, STORE_HDR + 1 + 3900);
+    put_frame(&small, STORE_SET, "b", val, 0, 0); /* 201 bytes more would pass 4096 */
+    store_core_input(&core, &small, 1.0);
+    held = core.bytes;
+    ASSERT(small.closing);
+    ASSERT(small.out_len > STORE_HDR);
+    expect_reply_status(small.out, small.out_len, ACCEL_ETOOBIG);
+    test_note("held %llu, buffered %llu of 4096", (unsigned long long)held,
+              (unsigned long long)core.inflight);
+    ASSERT(held + core.inflight <= 4096);
+    settle(&core, 1.0);
+    store_core_drop(&core, &big);
+    store_core_free(&core);
+}
+
 /* ---------------------------------------------------------------- tcp */
 
 TEST(tcp_set_get_add_wait_barrier)
@@ -1750,13 +1794,14 @@ TEST(bootstrap_file_from_env)
 }
 
 TEST_LIST(T(frame_roundtrip_and_rejects), T(nonce_distinguishes_jobs_and_steps),
-          T(serve_allocation_failures), T(serve_wrong_nonce_not_revealed),
-          T(serve_partial_request_accounted), T(tcp_set_get_add_wait_barrier), T(tcp_big_value),
-          T(tcp_get_parks_until_set), T(tcp_eight_forked_clients), T(tcp_thousand_connections),
-          T(tcp_barrier_of_threads), T(tcp_port_in_use), T(tcp_wrong_nonce_refused),
-          T(tcp_absent_server_times_out), T(tcp_connect_timeout_reports_elapsed),
-          T(tcp_big_set_checked_before_buffering), T(tcp_hello_and_request_deadlines),
-          T(tcp_full_server_evicts_silent_connections), T(tcp_deadline_warnings_rate_limited),
+          T(serve_allocation_failures), T(serve_held_and_buffered_within_max_bytes),
+          T(serve_wrong_nonce_not_revealed), T(serve_partial_request_accounted),
+          T(tcp_set_get_add_wait_barrier), T(tcp_big_value), T(tcp_get_parks_until_set),
+          T(tcp_eight_forked_clients), T(tcp_thousand_connections), T(tcp_barrier_of_threads),
+          T(tcp_port_in_use), T(tcp_wrong_nonce_refused), T(tcp_absent_server_times_out),
+          T(tcp_connect_timeout_reports_elapsed), T(tcp_big_set_checked_before_buffering),
+          T(tcp_hello_and_request_deadlines), T(tcp_full_server_evicts_silent_connections),
+          T(tcp_deadline_warnings_rate_limited),
           T(tcp_out_of_descriptors_evicts_silent_connections),
           T(tcp_deadline_refusals_reach_the_client), T(tcp_late_server_found),
           T(tcp_get_and_barrier_deadlines), T(tcp_caps), T(tcp_server_survives_garbage),
