@@ -31,6 +31,7 @@ echo
 ck=$tmp/ckpt
 echo "== accelrun launch -n 4 --config $cfg -- $dir/train_gpt --ckpt-dir $ck --save-every 50"
 echo "   (SIGTERM to the launcher once the checkpoint of step 100 is committed)"
+: >"$tmp/run1.out" # there before the loop reads it, not when the background shell opens it
 "$bin" launch -n 4 --config "$cfg" -- "$dir/train_gpt" --ckpt-dir "$ck" --save-every 50 \
     >"$tmp/run1.out" 2>&1 &
 pid=$!

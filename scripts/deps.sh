@@ -9,7 +9,7 @@
 #   test:        build, and what `make test`'s tiers use (venv, Graphviz, clang-format)
 #   fuzz:        clang and its libFuzzer runtime for `make fuzz`
 #   oracle:      python3-venv for `make oracle` (which then uses PyPI)
-#   bench:       the peers of `make bench`: Open MPI, PyTorch (TCPStore)
+#   bench:       the peers of `make bench`: Open MPI, PyTorch (TCPStore); gnuplot for its pictures
 set -eu
 
 build_pkgs="make gcc g++ python3 pkg-config libyaml-dev libcjson-dev libhwloc-dev libxxhash-dev libslurm-dev"
@@ -18,7 +18,7 @@ build_pkgs="make gcc g++ python3 pkg-config libyaml-dev libcjson-dev libhwloc-de
 test_pkgs="python3-venv python3-pip graphviz clang-format"
 fuzz_pkgs="clang libclang-rt-14-dev"
 oracle_pkgs="python3 python3-venv python3-pip"
-bench_pkgs="openmpi-bin libopenmpi-dev python3-torch"
+bench_pkgs="openmpi-bin libopenmpi-dev python3-torch gnuplot-nox"
 
 case "${1:-test}" in
     build) want="$build_pkgs" ;;
