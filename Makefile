@@ -162,7 +162,7 @@ SLURM_PLUGINDIR ?= /usr/lib/$(MULTIARCH)/slurm-wlm
 
 
 
-.PHONY: print-cuda-cflags print-cuda-libs bench-bins bench-run spank test-slurm all test unit golden fuzz-replay demo install uninstall fuzz oracle bench clean deps \
+.PHONY: print-cuda-cflags print-cuda-libs bench-bins bench-run spank test-slurm test-fresh all test unit golden fuzz-replay demo install uninstall fuzz oracle bench clean deps \
         format-check check
 .DEFAULT_GOAL := all
 .SECONDARY:
@@ -289,6 +289,11 @@ test-slurm: all $(PROG_BIN)
 	$(Q)bash tests/slurm/run.sh $(SPANK_SO) $(CLI) $(BUILD)/tests/comm_check
 
 check: test
+
+# The README's two set-up commands in a clean Debian 12 root (debootstrap).
+test-fresh:
+	$(Q)sh scripts/deps.sh fresh
+	$(Q)bash tests/fresh/run.sh $(FRESH_ARGS)
 
 # ---------------------------------------------------------------- fuzzing
 fuzz-deps:
