@@ -254,6 +254,7 @@ expect "check /proc/self/status exits 2" 2 "$bin" check /proc/self/status
 contains "check /proc/self/status: not 'the file is empty'" "reports a size of 0 but has data"
 
 . "$(dirname "$0")/launch.sh"
+. "$(dirname "$0")/readme.sh"
 
 echo "cli: $pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
