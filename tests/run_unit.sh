@@ -4,6 +4,7 @@
 set -u
 dir=$1
 pass=0 fail=0 skip=0
+reports=""
 for t in "$dir"/test_*; do
     [ -x "$t" ] || continue
     out=$("$t" 2>&1)
@@ -13,9 +14,16 @@ for t in "$dir"/test_*; do
     s=$(echo "$out" | grep -c '# SKIP$' || true)
     f=$(echo "$out" | grep -c '^not ok ' || true)
     pass=$((pass + p)); skip=$((skip + s)); fail=$((fail + f))
+    # A sanitizer's report, condensed (its kind, the first frames, the
+    # summary) and printed again at the end, where a CI log's tail shows it.
+    rep=$(echo "$out" | grep -E '^==[0-9]+==ERROR|^    #[0-7] |runtime error:|^SUMMARY:|^(READ|WRITE) of size|is located|^(freed|previously allocated) by' || true)
+    [ -n "$rep" ] && reports="$reports
+# sanitizer report of $t:
+$rep"
     if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
         echo "not ok - $t exited $rc"; fail=$((fail + 1))
     fi
 done
+[ -n "$reports" ] && echo "$reports"
 echo "unit: $pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]
