@@ -11,6 +11,8 @@
 # Switches: SANITIZER=address|undefined|thread  WERROR=1  NO_CUDA=1  V=1
 
 PREFIX    ?= /usr/local
+# where install puts the libraries and pkgconfig/ (make deb: /usr/lib/<multiarch>)
+LIBDIR    ?= $(PREFIX)/lib
 DESTDIR   ?=
 BUILD     ?= build
 CC        ?= cc
@@ -205,10 +207,13 @@ $(LIBA): $(LIB_OBJ) $(RUNTIME_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(LIBSO): $(LIB_OBJ) $(RUNTIME_OBJ)
+# The shared library exports only the public headers' functions, under the
+# version node ACCELRUN_0 (core/libaccelrun.map; tests/deb/exports.sh checks).
+$(LIBSO): $(LIB_OBJ) $(RUNTIME_OBJ) core/libaccelrun.map
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) -shared -Wl,-soname,libaccelrun.so.0 $(LDFLAGS) -o $@ $^ $(LIBS)
+	$(Q)$(CC) -shared -Wl,-soname,libaccelrun.so.0 -Wl,--version-script=core/libaccelrun.map \
+	    $(LDFLAGS) -o $@ $(LIB_OBJ) $(RUNTIME_OBJ) $(LIBS)
 
 $(CLI): $(CLI_OBJ) $(LIBA)
 	@mkdir -p $(dir $@)
@@ -295,6 +300,38 @@ test-fresh:
 	$(Q)sh scripts/deps.sh fresh
 	$(Q)bash tests/fresh/run.sh $(FRESH_ARGS)
 
+# ---------------------------------------------------------------- Debian packages
+# make deb: the four binary packages (accelrun, libaccelrun0, libaccelrun-dev,
+# slurm-accelrun-plugin) from debian/, built by dpkg-buildpackage in a copy of
+# the tree (the tracked and untracked, not ignored files as they are now;
+# DEB_REF=HEAD: that commit instead) under $(BUILD)/deb-src, so the working
+# tree stays clean.  The .debs, .buildinfo and .changes land in $(BUILD)/deb/.
+DEB_REF ?=
+DEB_SRC := $(BUILD)/deb-src/accelrun-$(VERSION)
+deb:
+	$(Q)sh scripts/deps.sh deb
+	$(Q)rm -rf $(BUILD)/deb-src $(BUILD)/deb && mkdir -p $(DEB_SRC) $(BUILD)/deb
+	$(Q)if [ -n "$(DEB_REF)" ]; then \
+	    git archive --format=tar "$(DEB_REF)" | tar -x -C $(DEB_SRC); \
+	else \
+	    git ls-files -z --cached --others --exclude-standard | \
+	        xargs -0 sh -c 'for f; do [ -e "$$f" ] && printf "%s\0" "$$f"; done' sh | \
+	        tar -c --null -T - -f - | tar -x -C $(DEB_SRC); \
+	fi
+	$(Q)cd $(DEB_SRC) && dpkg-buildpackage -us -uc -b >../build.log 2>&1 || \
+	    { tail -n 40 ../build.log; echo "deb: dpkg-buildpackage failed; log: $(BUILD)/deb-src/build.log" >&2; \
+	      exit 1; }
+	$(Q)mv $(BUILD)/deb-src/*.deb $(BUILD)/deb-src/*.buildinfo $(BUILD)/deb-src/*.changes $(BUILD)/deb/
+	$(Q)mv $(BUILD)/deb-src/*.ddeb $(BUILD)/deb/ 2>/dev/null || true
+	$(Q)ls -1 $(BUILD)/deb/
+
+# The packages' tier: lintian, file lists, exports, a program built against
+# the unpacked -dev package (tests/deb/run.sh runs make deb itself).
+test-deb:
+	$(Q)bash tests/deb/run.sh $(BUILD)
+
+.PHONY: deb test-deb
+
 # ---------------------------------------------------------------- fuzzing
 fuzz-deps:
 	$(Q)sh scripts/deps.sh fuzz
@@ -347,24 +384,24 @@ bench-run: bench-bins
 	$(Q)bash bench/ckpt.sh $(BUILD)
 
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/accel \
-	    $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PREFIX)/include/accel \
+	    $(DESTDIR)$(LIBDIR)/pkgconfig
 	install -m 0755 $(CLI) $(DESTDIR)$(PREFIX)/bin/accelrun
-	install -m 0644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/libaccelrun.a
-	install -m 0755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/libaccelrun.so.$(VERSION)
-	ln -sf libaccelrun.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libaccelrun.so.0
-	ln -sf libaccelrun.so.0 $(DESTDIR)$(PREFIX)/lib/libaccelrun.so
+	install -m 0644 $(LIBA) $(DESTDIR)$(LIBDIR)/libaccelrun.a
+	install -m 0755 $(LIBSO) $(DESTDIR)$(LIBDIR)/libaccelrun.so.$(VERSION)
+	ln -sf libaccelrun.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libaccelrun.so.0
+	ln -sf libaccelrun.so.0 $(DESTDIR)$(LIBDIR)/libaccelrun.so
 	install -m 0644 core/include/accel/*.h topology/include/accel/*.h ckpt/include/accel/*.h \
 	    $(DESTDIR)$(PREFIX)/include/accel/
 	if [ -f $(SPANK_SO) ]; then \
 	    install -d $(DESTDIR)$(SLURM_PLUGINDIR) && \
 	    install -m 0755 $(SPANK_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/accelrun.so; fi
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' scripts/accelrun.pc.in \
-	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/accelrun.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|^libdir=.*|libdir=$(LIBDIR)|' -e 's|@VERSION@|$(VERSION)|g' \
+	    scripts/accelrun.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/accelrun.pc
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/accelrun $(DESTDIR)$(PREFIX)/lib/libaccelrun.* \
-	    $(DESTDIR)$(PREFIX)/lib/pkgconfig/accelrun.pc
+	rm -f $(DESTDIR)$(PREFIX)/bin/accelrun $(DESTDIR)$(LIBDIR)/libaccelrun.* \
+	    $(DESTDIR)$(LIBDIR)/pkgconfig/accelrun.pc
 	rm -rf $(DESTDIR)$(PREFIX)/include/accel
 
 format-check:

@@ -4,11 +4,12 @@
 # Python packages system-wide: the oracle and the Python interop tests make
 # their own virtual environments (scripts/oracle.sh).
 #
-# usage: scripts/deps.sh [build|test|fuzz|oracle|bench|fresh|all]   (default: test)
+# usage: scripts/deps.sh [build|test|fuzz|oracle|bench|fresh|deb|all]   (default: test)
 #   build:       compile (libslurm-dev for the plugin)
 #   test:        build, and what `make test`'s tiers use (venv, Graphviz, clang-format)
 #   fuzz:        clang and its libFuzzer runtime for `make fuzz`
 #   oracle:      python3-venv for `make oracle` (which then uses PyPI)
+#   deb:         build, and what `make deb` and tests/deb/run.sh use (debhelper, lintian)
 #   fresh:       debootstrap for `make test-fresh` (tests/fresh/run.sh)
 #   bench:       the peers of `make bench`: Open MPI, PyTorch (TCPStore); gnuplot for its pictures
 set -eu
@@ -22,6 +23,8 @@ oracle_pkgs="python3 python3-venv python3-pip"
 bench_pkgs="openmpi-bin libopenmpi-dev python3-torch gnuplot-nox"
 # tests/fresh/run.sh: a clean Debian root to run the README in
 fresh_pkgs="debootstrap git"
+# make deb: dpkg-buildpackage with dh, help2man for the man page; lintian for tests/deb
+deb_pkgs="dpkg-dev debhelper fakeroot lintian help2man git"
 
 case "${1:-test}" in
     build) want="$build_pkgs" ;;
@@ -30,8 +33,9 @@ case "${1:-test}" in
     oracle) want="$oracle_pkgs" ;;
     bench) want="$build_pkgs $bench_pkgs" ;;
     fresh) want="$fresh_pkgs" ;;
+    deb) want="$build_pkgs $deb_pkgs" ;;
     all) want="$build_pkgs $test_pkgs $fuzz_pkgs $oracle_pkgs $bench_pkgs" ;;
-    *) echo "usage: $0 [build|test|fuzz|oracle|bench|fresh|all]" >&2; exit 2 ;;
+    *) echo "usage: $0 [build|test|fuzz|oracle|bench|fresh|deb|all]" >&2; exit 2 ;;
 esac
 
 missing=""
