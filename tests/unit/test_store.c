@@ -65,8 +65,9 @@ static struct accel_store *client(unsigned port, uint64_t nonce, unsigned rank, 
     return c;
 }
 
-/* A port nothing listens on (bound once, then released). */
-static unsigned free_port(void)
+/* A TCP socket bound to 127.0.0.1 on a port the kernel picks (*port), and
+ * listening when `backlog` > 0. */
+static int bind_loopback(unsigned *port, int backlog)
 {
     struct sockaddr_in a = {0};
     socklen_t len = sizeof(a);
@@ -76,9 +77,20 @@ static unsigned free_port(void)
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     ASSERT(fd >= 0);
     ASSERT_OK(bind(fd, (struct sockaddr *)&a, sizeof(a)));
+    if (backlog > 0)
+        ASSERT_OK(listen(fd, backlog));
     ASSERT_OK(getsockname(fd, (struct sockaddr *)&a, &len));
-    close(fd);
-    return ntohs(a.sin_port);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+/* A port nothing listens on (bound once, then released). */
+static unsigned free_port(void)
+{
+    unsigned port;
+
+    close(bind_loopback(&port, 0));
+    return port;
 }
 
 static int raw_connect(unsigned port)
@@ -750,8 +762,6 @@ static void *mute_server_run(void *p)
 TEST(tcp_connect_timeout_reports_elapsed)
 {
     struct mute_server m = {0};
-    struct sockaddr_in a = {0};
-    socklen_t len = sizeof(a);
     struct accel_store_opts o = {0};
     struct accel_store *c;
     struct accel_error err;
@@ -759,16 +769,9 @@ TEST(tcp_connect_timeout_reports_elapsed)
     const char *w;
     double took;
 
-    m.lfd = socket(AF_INET, SOCK_STREAM, 0);
-    ASSERT(m.lfd >= 0);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_OK(bind(m.lfd, (struct sockaddr *)&a, sizeof(a)));
-    ASSERT_OK(listen(m.lfd, 16));
-    ASSERT_OK(getsockname(m.lfd, (struct sockaddr *)&a, &len));
+    m.lfd = bind_loopback(&o.port, 16);
     ASSERT_OK(pthread_create(&th, NULL, mute_server_run, &m));
     o.host = "127.0.0.1";
-    o.port = ntohs(a.sin_port);
     o.nonce = NONCE;
     o.rank = 3;
     o.world = 8;
@@ -1075,29 +1078,19 @@ static void *refuser_run(void *p)
  * item 3, on the client's side). */
 TEST(tcp_deadline_refusals_reach_the_client)
 {
-    struct sockaddr_in a = {0};
-    socklen_t alen = sizeof(a);
     struct accel_store_opts o = {0};
     struct accel_error err;
 
     for (int mode = 0; mode < 2; mode++) {
-        struct refuser r = {socket(AF_INET, SOCK_STREAM, 0), mode, 0};
+        struct refuser r = {bind_loopback(&o.port, 16), mode, 0};
         struct accel_store *c = NULL;
         enum accel_err rc;
         pthread_t th;
         void *v = NULL;
         size_t n;
 
-        ASSERT(r.lfd >= 0);
-        a.sin_family = AF_INET;
-        a.sin_port = 0;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        ASSERT_OK(bind(r.lfd, (struct sockaddr *)&a, sizeof(a)));
-        ASSERT_OK(listen(r.lfd, 16));
-        ASSERT_OK(getsockname(r.lfd, (struct sockaddr *)&a, &alen));
         ASSERT_OK(pthread_create(&th, NULL, refuser_run, &r));
         o.host = "127.0.0.1";
-        o.port = ntohs(a.sin_port);
         o.nonce = NONCE;
         o.rank = 2;
         o.world = 4;
