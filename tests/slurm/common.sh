@@ -60,21 +60,23 @@ apt_install() { # PKG... ; 0 when installed, else the reason in $apt_log
 preflight() {
     local c
     [ "$(id -u)" = 0 ] || skip_all "not root (the lab creates namespaces, users and daemons)"
-    for c in ip unshare nsenter setsid setpriv runuser; do
-        command -v "$c" >/dev/null 2>&1 || skip_all "$c not available"
-    done
-    ip netns list >/dev/null 2>&1 || skip_all "ip netns unavailable"
-    unshare --net --uts true 2>/dev/null || skip_all "unshare cannot create network/UTS namespaces here"
     apt_log=$(mktemp)
     command -v dpkg-query >/dev/null 2>&1 || {
         rm -f "$apt_log"
         skip_all "not a Debian system (no dpkg-query)"
     }
-    apt_install slurmd slurmctld slurm-client munge iproute2 python3 || {
+    # First what the lab runs (a minimal Debian root has no `ip`: iproute2),
+    # then the checks of what those packages cannot give.
+    apt_install slurmd slurmctld slurm-client munge iproute2 util-linux python3 || {
         c=$(tail -n 1 "$apt_log")
         rm -f "$apt_log"
         skip_all "cannot install the Slurm packages: $c"
     }
+    for c in ip unshare nsenter setsid setpriv runuser; do
+        command -v "$c" >/dev/null 2>&1 || skip_all "$c not available"
+    done
+    ip netns list >/dev/null 2>&1 || skip_all "ip netns unavailable"
+    unshare --net --uts true 2>/dev/null || skip_all "unshare cannot create network/UTS namespaces here"
 }
 
 # A: run CMD as alice in DIR with a clean environment and a time limit;
