@@ -5,6 +5,7 @@
 #define _GNU_SOURCE /* nftw */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -18,6 +19,14 @@
 
 #define TEST_TIMEOUT_S 60
 #define SKIP_EXIT 77
+
+static const void *case_arg;
+static int skip_fd = -1; /* in a case's child: the pipe that takes its SKIP reason */
+
+const void *test_arg(void)
+{
+    return case_arg;
+}
 
 void test_fail(const char *file, int line, const char *fmt, ...)
 {
@@ -36,6 +45,8 @@ void test_skip(const char *reason)
 {
     fprintf(stdout, "#   SKIP: %s\n", reason);
     fflush(stdout);
+    if (skip_fd >= 0 && write(skip_fd, reason, strnlen(reason, 400)) < 0)
+        fputs("#   (the SKIP reason did not reach the runner)\n", stdout);
     _exit(SKIP_EXIT);
 }
 
@@ -120,16 +131,29 @@ const char *test_corpus_dir(void)
     return buf;
 }
 
-static int run_one(const struct test_case *tc)
+/* Runs tc in a forked child; its exit code, and a SKIP's reason in `why`. */
+static int run_one(const struct test_case *tc, char *why, size_t whylen)
 {
     pid_t pid;
-    int status = 0;
+    int status = 0, pfd[2];
+    ssize_t n;
 
+    why[0] = '\0';
     fflush(stdout);
-    pid = fork();
-    if (pid < 0)
+    /* non-blocking: a grandchild that outlives the case may hold the write
+     * end, and the reason is in the pipe before the child exits anyway */
+    if (pipe2(pfd, O_CLOEXEC | O_NONBLOCK) != 0)
         return 1;
+    case_arg = tc->arg;
+    pid = fork();
+    if (pid < 0) {
+        close(pfd[0]);
+        close(pfd[1]);
+        return 1;
+    }
     if (pid == 0) {
+        close(pfd[0]);
+        skip_fd = pfd[1];
         /* a process group of its own: what the case forks and leaves behind
          * (a rank stuck after a failed assertion, or after the alarm) is
          * killed with it below, and never holds the runner's output pipe */
@@ -140,9 +164,13 @@ static int run_one(const struct test_case *tc)
         _exit(0);
     }
     setpgid(pid, pid); /* also here: no race with the child's first fork */
+    close(pfd[1]);
     while (waitpid(pid, &status, 0) < 0)
         ;
     kill(-pid, SIGKILL);
+    n = read(pfd[0], why, whylen - 1);
+    why[n > 0 ? n : 0] = '\0';
+    close(pfd[0]);
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
     if (WIFSIGNALED(status)) {
@@ -160,6 +188,7 @@ int test_main(int argc, char **argv, const struct test_case *cases, size_t n)
     if (argc > 1) {
         for (size_t i = 0; i < n; i++)
             if (strcmp(cases[i].name, argv[1]) == 0) {
+                case_arg = cases[i].arg;
                 cases[i].fn();
                 printf("ok %s\n", cases[i].name);
                 return 0;
@@ -169,11 +198,13 @@ int test_main(int argc, char **argv, const struct test_case *cases, size_t n)
     }
     printf("1..%zu\n", n);
     for (size_t i = 0; i < n; i++) {
-        int rc = run_one(&cases[i]);
+        char why[512];
+        int rc = run_one(&cases[i], why, sizeof(why));
         if (rc == 0) {
             printf("ok %zu - %s\n", i + 1, cases[i].name);
         } else if (rc == SKIP_EXIT) {
-            printf("ok %zu - %s # SKIP\n", i + 1, cases[i].name);
+            printf("ok %zu - %s # SKIP %s\n", i + 1, cases[i].name,
+                   why[0] ? why : "(no reason given)");
             skipped++;
         } else {
             printf("not ok %zu - %s\n", i + 1, cases[i].name);

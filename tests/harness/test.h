@@ -19,6 +19,7 @@ typedef void (*test_fn)(void);
 struct test_case {
     const char *name;
     test_fn fn;
+    const void *arg; /* what test_arg() returns while the case runs (NULL from T) */
 };
 
 #define TEST(name) static void test_##name(void)
@@ -35,9 +36,14 @@ struct test_case {
 
 int test_main(int argc, char **argv, const struct test_case *cases, size_t n);
 
+/* The running case's `arg`: one function serves a list of cases made at run
+ * time (one TAP line per golden file, say). */
+const void *test_arg(void);
+
 /* Marks the running case failed (the child exits 1 after printing). */
 void test_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4), noreturn));
+/* Ends the case as skipped; the reason goes on its TAP line ("ok N - name # SKIP reason"). */
 void test_skip(const char *reason) __attribute__((noreturn));
 /* Prints a TAP diagnostic line ("# ..."). */
 void test_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
