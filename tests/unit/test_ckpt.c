@@ -1077,7 +1077,7 @@ TEST(incomplete_attempt)
     remove_tmpdir();
 }
 
-TEST(keep)
+TEST(keep_holds_the_newest_n_and_0_holds_all)
 {
     struct model m;
     struct accel_ckpt_save_opts o;
@@ -1892,6 +1892,6 @@ TEST(clean_up_never_follows_links)
 TEST_LIST(T(consolidate_all_or_nothing), T(st_round_trip), T(st_parse_rejects), T(st_parse_accepts),
           T(st_read_length), T(reshard_bit_exact), T(rank_file_format), T(ranks_without_pieces),
           T(empty_checkpoint), T(failed_save_commits_nothing), T(agree_error),
-          T(incomplete_attempt), T(keep), T(same_step_twice), T(corrupt_rank_file),
-          T(corrupt_manifest), T(bad_arguments), T(meta_and_shapes),
+          T(incomplete_attempt), T(keep_holds_the_newest_n_and_0_holds_all), T(same_step_twice),
+          T(corrupt_rank_file), T(corrupt_manifest), T(bad_arguments), T(meta_and_shapes),
           T(clean_up_never_follows_links))

@@ -304,7 +304,7 @@ static void run_site_rows(void)
     test_note("%zu rows", N_OF(site_rows));
 }
 
-TEST(site_rows)
+TEST(site_errors_name_code_key_and_position)
 {
     run_site_rows();
 }
@@ -979,9 +979,10 @@ TEST(alloc_failure_torture_site)
     }
 }
 
-TEST_LIST(T(site_full), T(site_init_defaults), T(site_rows), T(site_all_findings),
-          T(site_unknown_accelrun_key_path), T(site_env_cap), T(site_env_lengths),
-          T(site_env_value_cap_exact), T(site_from_file), T(precedence_through_cfg),
-          T(precedence_through_env), T(enforce_conflicts), T(defaults_canonicalised),
-          T(site_values_in_findings), T(ignored_section_located_in_user_file),
-          T(enforce_not_bypassed_by_legacy_keys), T(alloc_failure_torture_site))
+TEST_LIST(T(site_full), T(site_init_defaults), T(site_errors_name_code_key_and_position),
+          T(site_all_findings), T(site_unknown_accelrun_key_path), T(site_env_cap),
+          T(site_env_lengths), T(site_env_value_cap_exact), T(site_from_file),
+          T(precedence_through_cfg), T(precedence_through_env), T(enforce_conflicts),
+          T(defaults_canonicalised), T(site_values_in_findings),
+          T(ignored_section_located_in_user_file), T(enforce_not_bypassed_by_legacy_keys),
+          T(alloc_failure_torture_site))
