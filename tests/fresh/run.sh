@@ -21,7 +21,7 @@
 # usage: tests/fresh/run.sh [--demo-runs N] [--bench] [--keep] [--out DIR]
 #                           [--cache DIR] [--refresh] [--mirror URL]
 #                           [--step-timeout SECONDS] [--preinstall "PKG..."]
-#                           [--retry-slurm-with "PKG..."]
+#                           [--retry-slurm-with "PKG..."] [--summary-only]
 #   --demo-runs N     run `make demo` N times in a row (default 1; the issue wants 10)
 #   --bench           also run `make bench` and check its topology picture
 #   --keep            leave the root (unmounted) for inspection instead of removing it
@@ -36,6 +36,7 @@
 #   --retry-slurm-with PKGS  a WORKAROUND too: when make test's Slurm tier said
 #                     "slurm: SKIP:", install these packages in the root and run
 #                     `make test-slurm` again (the README's run still counts as failed)
+#   --summary-only    print the summary and verdict of the last run in --out DIR again
 #
 # Exit status: 0 when every command exited 0, no tier reported a failure and
 # no SKIP other than a GPU/device one appeared; 1 otherwise; 2 usage.
@@ -48,7 +49,7 @@ LOCK=/tmp/accelrun-lab.lock
 SUITE=bookworm
 BR=acclab0 # tests/slurm/lab.sh's bridge
 
-demo_runs=1 bench=0 keep=0 refresh=0 mirror="" step_timeout=5400 preinstall="" retry_slurm=""
+demo_runs=1 bench=0 keep=0 refresh=0 mirror="" step_timeout=5400 preinstall="" retry_slurm="" summary_only=0
 out=$REPO/build-fresh
 cache=/var/cache/accelrun-fresh
 
@@ -72,6 +73,7 @@ while [ $# -gt 0 ]; do
     --bench) bench=1 && shift ;;
     --keep) keep=1 && shift ;;
     --refresh) refresh=1 && shift ;;
+    --summary-only) summary_only=1 && shift ;;
     --out)
         [ $# -ge 2 ] || usage
         out=$2
@@ -111,6 +113,101 @@ while [ $# -gt 0 ]; do
 done
 case $demo_runs in '' | *[!0-9]*) die "--demo-runs wants a number, got '$demo_runs'" ;; esac
 case $step_timeout in '' | *[!0-9]*) die "--step-timeout wants seconds, got '$step_timeout'" ;; esac
+
+# ------------------------------------------------------------------ summary
+# summarize: the summary and the verdict from $out (steps.tsv: name, exit
+# code, seconds; meta: what ran; the logs; bench/), also for --summary-only
+SKIP_RE='(^|[^A-Za-z_])SKIP([^A-Za-z_]|$)'
+DEVICE_RE='gpu|cuda|nvidia|nvml|nccl|device'
+summarize() {
+    local name rc secs log lines demo_ok=0 demo_total=0 verdict=0 bad_skips png
+    local m_mirror="" m_head="" m_preinstall="" m_retry="" m_bench=0
+    [ -f "$out/steps.tsv" ] || die "no $out/steps.tsv: nothing ran with --out $out"
+    # shellcheck disable=SC1091
+    [ -f "$out/meta" ] && . "$out/meta"
+    png=$out/bench/topo-crossings.png
+    {
+        echo "== fresh Debian 12 root: $SUITE minbase from ${m_mirror:-?}; accelrun ${m_head:-?}"
+        if [ -n "$m_preinstall" ]; then
+            echo "== WORKAROUND: '$m_preinstall' was installed in the root beyond the README's commands"
+        fi
+        if [ -n "$m_retry" ] && [ -f "$out/workaround-test-slurm.log" ]; then
+            echo "== WORKAROUND: make test's Slurm tier skipped; '$m_retry' was installed in the root and make test-slurm run again (workaround-test-slurm)"
+        fi
+        echo "== commands (wall time, exit code)"
+        while IFS=$'\t' read -r name rc secs; do
+            printf '  %-22s %8s s  exit %s\n' "$name" "$secs" "$rc"
+            case $name in demo-*)
+                demo_total=$((demo_total + 1))
+                [ "$rc" = 0 ] && demo_ok=$((demo_ok + 1))
+                ;;
+            esac
+        done <"$out/steps.tsv"
+        echo "  make demo: $demo_ok of $demo_total runs in a row passed (demo-1 also installed the build packages)"
+        for log in "$out/test.log" "$out/workaround-test-slurm.log" "$out/bench.log"; do
+            [ -f "$log" ] || continue
+            echo "== tiers of $(basename "$log" .log) (passed / failed / skipped)"
+            lines=$(grep -aE '^[a-z0-9_-]+: [0-9]+ passed, [0-9]+ failed|^[a-z0-9_.-]+: (picture: )?SKIP' "$log" || true)
+            printf '%s\n' "${lines:-(no tier totals found)}" | sed 's/^/  /'
+            if [ "$log" = "$out/test.log" ]; then
+                lines=""
+                for name in unit cli ckpt-interop examples cuda-emu install slurm; do
+                    grep -aqE "^$name: ([0-9]+ passed|SKIP)" "$log" || lines="$lines $name"
+                done
+                [ -z "$lines" ] || echo "  NOT RUN (make test stopped before them):$lines"
+            fi
+            echo "== SKIP lines of $(basename "$log" .log), verbatim"
+            lines=$(grep -aE "$SKIP_RE" "$log" || true)
+            printf '%s\n' "${lines:-(none)}" | sed 's/^/  /'
+        done
+        if [ "$m_bench" = 1 ]; then
+            if [ -s "$png" ] && head -c 8 "$png" | od -An -c | grep -q 'P   N   G'; then
+                echo "== bench picture: $png ($(du -h "$png" | cut -f1))"
+            else
+                echo "== bench picture: MISSING: bench/topo_sim.sh did not draw build/bench/topo-crossings.png (see $out/bench.log)"
+            fi
+        fi
+
+        # the verdict
+        while IFS=$'\t' read -r name rc secs; do
+            if [ "$rc" != 0 ]; then
+                echo "FAIL: $name exited $rc (log: $out/$name.log)"
+                verdict=1
+            fi
+        done <"$out/steps.tsv"
+        for log in "$out/test.log" "$out/bench.log"; do
+            [ -f "$log" ] || continue
+            bad_skips=$(grep -aE "$SKIP_RE" "$log" | grep -viE "$DEVICE_RE" || true)
+            if [ -n "$bad_skips" ]; then
+                echo "FAIL: SKIPs in $(basename "$log") that are not GPU/device ones:"
+                printf '%s\n' "$bad_skips" | sed 's/^/  /'
+                verdict=1
+            fi
+            if grep -aE '^[a-z0-9_-]+: [0-9]+ passed, [1-9][0-9]* failed' "$log" >/dev/null; then
+                echo "FAIL: a tier of $(basename "$log") reported failures (its 'not ok' lines in $log)"
+                verdict=1
+            fi
+        done
+        if [ "$m_bench" = 1 ] && ! { [ -s "$png" ] && head -c 8 "$png" | od -An -c | grep -q 'P   N   G'; }; then
+            echo "FAIL: bench/topo_sim.sh's picture build/bench/topo-crossings.png is missing or not a PNG"
+            verdict=1
+        fi
+        if [ -f "$out/test.log" ] && ! grep -aq '^slurm: [0-9]* passed' "$out/test.log"; then
+            echo "FAIL: make test's Slurm tier did not run in the fresh root (no 'slurm: N passed' line)"
+            verdict=1
+        fi
+        if [ "$verdict" = 0 ]; then
+            echo "PASS: the README's commands work in a fresh Debian 12 root"
+        fi
+        echo "$verdict" >"$out/verdict"
+    } | tee "$out/summary.txt"
+    return "$(cat "$out/verdict")"
+}
+if [ "$summary_only" = 1 ]; then
+    out=$(realpath "$out")
+    summarize
+    exit
+fi
 
 # ------------------------------------------------------------------ preconditions
 [ "$(id -u)" -eq 0 ] || die "needs root (debootstrap, chroot, mounts); run: sudo bash $0 $*"
@@ -184,7 +281,7 @@ fi
 
 # ------------------------------------------------------------------ state, cleanup
 ROOT="" mounts=() lock_held=0
-declare -a step_names=() step_rcs=() step_secs=()
+declare -a step_rcs=() step_secs=()
 
 # shellcheck disable=SC2317  # called from the EXIT trap
 procs_in_root() { # PIDs whose root directory is $ROOT
@@ -378,16 +475,20 @@ step() {
     rc=${PIPESTATUS[0]}
     set -e
     t1=$(date +%s.%N)
-    step_names+=("$name")
     step_rcs+=("$rc")
     step_secs+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')")
+    printf '%s\t%s\t%s\n' "$name" "$rc" "${step_secs[-1]}" >>"$out/steps.tsv"
     [ "$rc" = 124 ] && echo "fresh: $name: timed out after $step_timeout s (--step-timeout)" | tee -a "$out/$name.log"
     say "---- $name: exit $rc, ${step_secs[-1]} s (log: $out/$name.log)"
     return 0
 }
 
-rm -f "$out"/*.log "$out/summary.txt"
+rm -f "$out"/*.log "$out/summary.txt" "$out/steps.tsv" "$out/verdict"
 rm -rf "$out/bench"
+{
+    printf 'm_mirror=%q\nm_head=%q\nm_preinstall=%q\n' "$mirror" "$head" "$preinstall"
+    printf 'm_retry=%q\nm_bench=%q\n' "$retry_slurm" "$bench"
+} >"$out/meta"
 step install-make "apt-get update && apt-get install -y make"
 if [ "${step_rcs[0]}" = 0 ]; then
     if [ -n "$preinstall" ]; then
@@ -406,82 +507,11 @@ if [ "${step_rcs[0]}" = 0 ]; then
     if [ "$bench" = 1 ]; then step bench "make bench"; fi
 fi
 
-# the bench's picture (bench/topo_sim.sh draws build/bench/topo-crossings.png)
-picture_ok=1
+# the bench's pictures (bench/topo_sim.sh draws build/bench/topo-crossings.png)
 if [ "$bench" = 1 ]; then
-    picture_ok=0
-    png=$ROOT/src/accelrun/build/bench/topo-crossings.png
     mkdir -p "$out/bench"
     find "$ROOT/src/accelrun/build/bench" -maxdepth 1 \( -name '*.png' -o -name '*.svg' -o -name '*.dat' \) \
         -exec cp {} "$out/bench/" \; 2>/dev/null || true
-    if [ -s "$png" ] && head -c 8 "$png" | od -An -c | grep -q 'P   N   G'; then
-        picture_ok=1
-    fi
 fi
 
-# ------------------------------------------------------------------ summary
-{
-    echo "== fresh Debian 12 root: $SUITE minbase from $mirror; accelrun $head"
-    if [ -n "$preinstall" ]; then
-        echo "== WORKAROUND: '$preinstall' was installed in the root beyond the README's commands"
-    fi
-    echo "== commands (wall time, exit code)"
-    for i in "${!step_names[@]}"; do
-        printf '  %-13s %8s s  exit %s\n' "${step_names[i]}" "${step_secs[i]}" "${step_rcs[i]}"
-    done
-    if [ "$demo_runs" -gt 1 ]; then
-        demo_ok=0 demo_total=0
-        for i in "${!step_names[@]}"; do
-            case ${step_names[i]} in demo-*)
-                demo_total=$((demo_total + 1))
-                [ "${step_rcs[i]}" = 0 ] && demo_ok=$((demo_ok + 1))
-                ;;
-            esac
-        done
-        echo "  make demo: $demo_ok of $demo_total runs in a row passed (demo-1 also installed the packages)"
-    fi
-    for log in "$out/test.log" "$out/workaround-test-slurm.log" "$out/bench.log"; do
-        [ -f "$log" ] || continue
-        echo "== tiers of $(basename "$log" .log) (passed / failed / skipped)"
-        lines=$(grep -aE '^[a-z0-9_-]+: [0-9]+ passed, [0-9]+ failed|^[a-z0-9_.-]+: (picture: )?SKIP' "$log" || true)
-        printf '%s\n' "${lines:-(no tier totals found)}" | sed 's/^/  /'
-        echo "== SKIP lines of $(basename "$log" .log), verbatim"
-        lines=$(grep -aE '# SKIP|: SKIP' "$log" || true)
-        printf '%s\n' "${lines:-(none)}" | sed 's/^/  /'
-    done
-    if [ "$bench" = 1 ]; then
-        if [ "$picture_ok" = 1 ]; then
-            echo "== bench picture: $out/bench/topo-crossings.png ($(du -h "$out/bench/topo-crossings.png" | cut -f1))"
-        else
-            echo "== bench picture: MISSING: bench/topo_sim.sh did not draw build/bench/topo-crossings.png (see $out/bench.log)"
-        fi
-    fi
-} | tee "$out/summary.txt"
-
-# ------------------------------------------------------------------ verdict
-verdict=0
-for i in "${!step_names[@]}"; do
-    if [ "${step_rcs[i]}" != 0 ]; then
-        echo "FAIL: ${step_names[i]} exited ${step_rcs[i]} (log: $out/${step_names[i]}.log)"
-        verdict=1
-    fi
-done
-for log in "$out/test.log" "$out/bench.log"; do
-    [ -f "$log" ] || continue
-    bad_skips=$(grep -aE '# SKIP|: SKIP' "$log" | grep -viE 'gpu|cuda|nvidia|nvml|nccl|device' || true)
-    if [ -n "$bad_skips" ]; then
-        echo "FAIL: SKIPs in $(basename "$log") that are not GPU/device ones:"
-        printf '%s\n' "$bad_skips" | sed 's/^/  /'
-        verdict=1
-    fi
-    if grep -aE '^[a-z0-9_-]+: [0-9]+ passed, [1-9][0-9]* failed' "$log" >/dev/null; then
-        echo "FAIL: a tier of $(basename "$log") reported failures (lines 'not ok' in $log)"
-        verdict=1
-    fi
-done
-if [ "$picture_ok" != 1 ]; then
-    echo "FAIL: bench/topo_sim.sh's picture build/bench/topo-crossings.png is missing or not a PNG"
-    verdict=1
-fi
-{ [ "$verdict" = 0 ] && echo "PASS: the README's commands work in a fresh Debian 12 root"; } || true
-exit "$verdict"
+summarize
