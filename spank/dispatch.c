@@ -1,6 +1,6 @@
 /*
- * dispatch.c: the callbacks every context receives (init, init_post_opt,
- * exit), dispatched on spank_context().  This is the only file with the
+ * dispatch.c: the callbacks every context receives (slurm_spank_init and
+ * slurm_spank_exit), dispatched on spank_context().  This is the only file with the
  * SPANK_PLUGIN declaration.
  */
 #include <slurm/spank.h>

@@ -59,11 +59,11 @@ static bool nonempty_section(const struct rules *r, const char *section)
     return p != NULL && p->val.type == ACCEL_V_MAP && p->val.u.map.n > 0;
 }
 
-/* "section.key" in a static buffer (one finding at a time). */
-static const char *path_of(const char *section, const char *key)
+/* "section.key" in the caller's buffer (no static one: checking is
+ * thread-safe). */
+static const char *path_of(char *buf, size_t len, const char *section, const char *key)
 {
-    static char buf[256];
-    snprintf(buf, sizeof(buf), "%s.%s", section, key);
+    snprintf(buf, len, "%s.%s", section, key);
     return buf;
 }
 
@@ -304,9 +304,10 @@ static void check_fsdp(struct rules *r, bool is_fsdp)
         const struct accel_pair *fwd = nested(r, "fsdp_config", "fsdp_forward_prefetch");
         for (size_t i = 0; i < sizeof(v1_only) / sizeof(v1_only[0]); i++) {
             const struct accel_pair *q = nested(r, "fsdp_config", v1_only[i]);
+            char path[256];
             if (q != NULL && q->val.type != ACCEL_V_NULL && !(q == sync && sync_conflict))
                 accel_diag_add(r->d, ACCEL_SEV_WARNING, &q->mark,
-                               path_of("fsdp_config", v1_only[i]),
+                               path_of(path, sizeof(path), "fsdp_config", v1_only[i]),
                                "FSDP1 only: FSDP2 (fsdp_version: 2) ignores it%s",
                                i == 0 ? "; use fsdp_reshard_after_forward: true/false" : "");
         }
@@ -360,9 +361,10 @@ static void check_deepspeed(struct rules *r, bool is_ds)
         return;
     for (size_t i = 0; i < sizeof(overridden) / sizeof(overridden[0]); i++) {
         const struct accel_pair *q = nested(r, "deepspeed_config", overridden[i]);
+        char path[256];
         if (q != NULL)
             accel_diag_add(r->d, ACCEL_SEV_ERROR, &q->mark,
-                           path_of("deepspeed_config", overridden[i]),
+                           path_of(path, sizeof(path), "deepspeed_config", overridden[i]),
                            "set together with deepspeed_config_file: accelerate's DeepSpeed "
                            "plugin raises ValueError at Accelerator(); set it in the JSON file "
                            "(as \"auto\" or a value) and delete it here");

@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <pthread.h>
 
 #include "accel/alloc.h"
 #include "accel/config.h"
@@ -394,8 +395,8 @@ static const struct row type_rows[] = {
      GPU2 "mixed_precision: fp8\nfp8_config:\n  fp8_backend: te\n", ECONFIG, E,
      "fp8_config.fp8_backend", "'te': accelerate compares this exactly; write TE", 5, 16},
     {"case-sensitive enum", NULL, GPU2 "dynamo_config:\n  dynamo_mode: DEFAULT\n", ECONFIG, E,
-     "dynamo_config.dynamo_mode", "'DEFAULT': accelerate compares this exactly; write default",
-     4, 16},
+     "dynamo_config.dynamo_mode", "'DEFAULT': accelerate compares this exactly; write default", 4,
+     16},
     {"enum given a number it does not take", NULL,
      DS2 "deepspeed_config:\n  offload_optimizer_device: 1\n", ECONFIG, E,
      "deepspeed_config.offload_optimizer_device", "1 is not one of: none, cpu, nvme", 4, 29,
@@ -1794,6 +1795,50 @@ TEST(alloc_failure_torture_buffer)
     accel_alloc_set(NULL);
 }
 
+/* Checking is thread-safe: two threads load configs whose findings name
+ * different keys, and every load gets its own key paths (rules.c once built
+ * them in one static buffer). */
+struct key_loop {
+    const char *text, *key;
+    int wrong;
+};
+
+static void *load_loop(void *arg)
+{
+    struct key_loop *k = arg;
+
+    for (int i = 0; i < 300; i++) {
+        struct loaded l;
+        bool found = false;
+        load(&l, k->text);
+        for (size_t j = 0; j < l.d.n; j++)
+            found |= strcmp(l.d.v[j].key, k->key) == 0;
+        k->wrong += !found;
+        if (l.rc == ACCEL_OK)
+            accel_cfg_free(&l.cfg);
+        accel_diags_free(&l.d);
+    }
+    return NULL;
+}
+
+TEST(checking_is_thread_safe)
+{
+    struct key_loop a = {FSDP2P "fsdp_config:\n  fsdp_version: 2\n  fsdp_backward_prefetch: "
+                                "BACKWARD_PRE\n",
+                         "fsdp_config.fsdp_backward_prefetch", 0};
+    struct key_loop b = {DS2
+                         "deepspeed_config:\n  deepspeed_config_file: ds.json\n  zero_stage: 3\n",
+                         "deepspeed_config.zero_stage", 0};
+    pthread_t ta, tb;
+
+    ASSERT_OK(pthread_create(&ta, NULL, load_loop, &a));
+    ASSERT_OK(pthread_create(&tb, NULL, load_loop, &b));
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    ASSERT_INT_EQ(a.wrong, 0);
+    ASSERT_INT_EQ(b.wrong, 0);
+}
+
 TEST_LIST(T(rows_unknown_keys), T(rows_removed_keys), T(rows_version_gates), T(rows_types),
           T(rows_yaml11), T(rows_cross_field), T(all_findings_at_once), T(key_paths_are_dotted),
           T(missing_key_names_the_file), T(json_input), T(resolve_dist_and_launcher),
@@ -1801,4 +1846,4 @@ TEST_LIST(T(rows_unknown_keys), T(rows_removed_keys), T(rows_version_gates), T(r
           T(resolve_ds_fields), T(cfg_free_is_idempotent), T(version_parse),
           T(version_parse_strict), T(version_format), T(cap_file_size), T(cap_depth),
           T(cap_findings), T(load_from_files), T(alloc_failure_torture_load_with_site),
-          T(alloc_failure_torture_buffer))
+          T(alloc_failure_torture_buffer), T(checking_is_thread_safe))

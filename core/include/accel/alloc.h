@@ -1,7 +1,8 @@
 /*
  * accel/alloc.h: the allocator hook.  Every allocation in libaccelrun goes
  * through these functions so that tests can count allocations and fail the
- * Nth one (tests/unit/test_alloc_fail.c).  libyaml's own allocations inside
+ * Nth one (the counting allocator of tests/harness/test.c, which test_config,
+ * test_env, test_site, test_topo and the other unit programs install).  libyaml's own allocations inside
  * the parser are not hooked; a libyaml failure is reported as ACCEL_ENOMEM.
  */
 #ifndef ACCEL_ALLOC_H
