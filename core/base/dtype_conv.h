@@ -1,12 +1,13 @@
 /*
- * dtype_conv.h (private to core/comm and core/shard): the one definition of
- * the element conversions between fp32 and the two 16-bit types, as inline
+ * dtype_conv.h (private to libaccelrun; core/comm and core/shard use it): the
+ * one definition of the element conversions between fp32 and the two 16-bit
+ * types, as inline
  * functions that compile as C (dtype.c, core/shard's host path) and as CUDA
  * device code (core/shard/device.cu), so that the host and the device round
  * the same way, bit for bit.
  *
  * They work on bit patterns: the result does not depend on the rounding mode
- * or on flush-to-zero, on either side.  The rules (dtype_int.h): round to
+ * or on flush-to-zero, on either side.  The rules (core/comm/dtype_int.h): round to
  * nearest, ties to even; an fp32 value past the largest finite result becomes
  * an infinity; fp16 subnormals are produced; a NaN stays a NaN (quiet, with
  * the payload's top bits).  Nothing here allocates or fails.

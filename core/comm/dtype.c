@@ -11,7 +11,7 @@
  */
 #include <string.h>
 
-#include "dtype_conv.h"
+#include "../base/dtype_conv.h"
 #include "dtype_int.h"
 
 /* The conversions themselves live in dtype_conv.h, shared with core/shard's

@@ -44,7 +44,7 @@
 
 #include <cuda_runtime.h>
 
-#include "../comm/dtype_conv.h"
+#include "../base/dtype_conv.h"
 #include "mem_int.h"
 
 extern "C" {

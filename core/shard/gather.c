@@ -14,7 +14,7 @@
  * image goes to a staging buffer of padded 16-bit elements, allocated for
  * the call and freed at its end (stream-ordered: the memory is reused once
  * the queued work is done).  The conversions round to nearest even, once,
- * the same way in both memories (core/comm's dtype_conv.h).
+ * the same way in both memories (core/base's dtype_conv.h).
  *
  * On a device everything here is queued on the communicator's stream and
  * returns without waiting.  With a compute stream (accel_shard_set_compute_

@@ -2,7 +2,7 @@
  * mem_host.c: core/shard's buffers in host memory (the socket backend): the
  * "host" table of mem_int.h.  Plain loops, in element order, complete on
  * return; the element arithmetic is elem_int.h's and the conversions are
- * core/comm's (dtype_conv.h), so that this path and the CUDA one (device.cu)
+ * core/base's (dtype_conv.h), so that this path and the CUDA one (device.cu)
  * compute the same bits.
  *
  * The conversions run in order, which is what lets a 16-bit image share its
@@ -13,7 +13,7 @@
  */
 #include <string.h>
 
-#include "../comm/dtype_conv.h"
+#include "../base/dtype_conv.h"
 #include "accel/alloc.h"
 #include "mem_int.h"
 
