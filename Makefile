@@ -352,6 +352,32 @@ fuzz: $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 	        2>&1 | tail -n 5; \
 	done
 
+# ---------------------------------------------------------------- webhook
+# k8s-operator-shim/: the admission webhook's core (review, pod, patch,
+# mutate; docs/webhook.md).  Never in libaccelrun: it links base, config and
+# env from it (DESIGN, Layout), plus cJSON.
+WEBHOOK_SRC := $(filter-out k8s-operator-shim/main.c,$(wildcard k8s-operator-shim/*.c))
+WEBHOOK_OBJ := $(WEBHOOK_SRC:%.c=$(BUILD)/obj/%.o)
+webhook-core: $(WEBHOOK_OBJ)
+.PHONY: webhook-core
+
+$(BUILD)/tests/test_webhook: $(BUILD)/obj/tests/unit/test_webhook.o $(WEBHOOK_OBJ) $(HARNESS_OBJ) \
+    $(LIBA)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(WEBHOOK_OBJ) $(HARNESS_OBJ) $(LIBA) $(CJSON_LIBS) $(LIBS)
+
+$(BUILD)/tests/fuzz_review_replay: $(BUILD)/obj/tests/fuzz/fuzz_review.o \
+    $(BUILD)/obj/tests/fuzz/replay_main.o $(WEBHOOK_OBJ) $(LIBA)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/fuzz/fuzz_review: tests/fuzz/fuzz_review.c $(WEBHOOK_SRC) $(FUZZ_LIB_SRC)
+	@mkdir -p $(dir $@)
+	$(Q)clang $(FUZZ_CFLAGS) $(CJSON_CFLAGS) -o $@ $< $(WEBHOOK_SRC) $(FUZZ_LIB_SRC) $(PLUGIN_LIBS) \
+	    $(CJSON_LIBS) $(XXHASH_LIBS) -pthread
+
 # ---------------------------------------------------------------- the rest
 demo: deps all
 	$(Q)sh scripts/demo.sh $(CLI)
@@ -407,7 +433,8 @@ uninstall:
 format-check:
 	$(Q)clang-format --dry-run --Werror $(LIB_SRC) $(RUNTIME_SRC) $(CLI_SRC) core/include/accel/*.h \
 	    ckpt/include/accel/*.h ckpt/*.h \
-	    examples/gpt/*.[ch] tests/examples/gradcheck.c $(CU_RUNTIME_SRC) $(CU_TRAINER_SRC)
+	    examples/gpt/*.[ch] tests/examples/gradcheck.c $(CU_RUNTIME_SRC) $(CU_TRAINER_SRC) \
+	    $(WEBHOOK_SRC) k8s-operator-shim/*.h $(wildcard tests/unit/test_webhook.c tests/fuzz/fuzz_review.c)
 
 clean:
 	rm -rf build build-address build-undefined build-thread

@@ -1,0 +1,215 @@
+/*
+ * webhook.h: the admission webhook's pure core, internal to k8s-operator-shim/.
+ *
+ *   body bytes --review.c--> struct wh_review (request.uid, the Pod object)
+ *              --pod.c-----> struct wh_pod (the fields accelrun reads)
+ *              --mutate.c--> struct wh_response (allowed / denied, warnings)
+ *                            through core/config and core/env, the code the
+ *                            SPANK plugin and `accelrun env` run
+ *              --patch.c---> the RFC 6902 JSON Patch of the env lists
+ *              --review.c--> the AdmissionReview response bytes
+ *
+ * Nothing here does I/O: the HTTPS server (libmicrohttpd), the API client
+ * (libcurl) and the site file's loading are the caller's, and reach this core
+ * only as bytes, a loaded struct accel_site and the struct wh_fetch
+ * callbacks.  Facts behind the rules: shared/reference/kubernetes.md §1-§3.
+ *
+ * Errors: every fallible function returns an enum accel_err and fills a
+ * caller-owned struct accel_error whose message names the field
+ * ("request.uid: missing"); wh_http_status maps the code to the HTTP status
+ * the server answers a request it could not decode with.  A denial is not an
+ * error: wh_mutate returns ACCEL_OK with resp->allowed false.
+ *
+ * Ownership: each struct owns what its *_free releases; const char * fields
+ * documented as "into the review" point into the review's cJSON tree and live
+ * as long as it.
+ */
+#ifndef WH_WEBHOOK_H
+#define WH_WEBHOOK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "accel/buf.h"
+#include "accel/err.h"
+#include "accel/site.h"
+
+/* The API server's own cap on a request body, MaxRequestBodyBytes in
+ * k8s.io/apiserver/pkg/server/config.go: twice etcd's 1.5 MiB request limit
+ * (shared/reference/kubernetes.md §5.3), so every Pod it can store fits. */
+#define WH_MAX_BODY (3u << 20)
+/* Nested objects and arrays in the body; a Pod with managedFields nests
+ * about 15 deep. */
+#define WH_MAX_DEPTH 64
+/* Bytes in one JSON string: the API server's cap on all of an object's
+ * annotations together (TotalAnnotationSizeLimitB, 256 KiB), which bounds
+ * the inline config too. */
+#define WH_MAX_STRING (256u << 10)
+#define WH_MAX_UID 128                /* bytes of request.uid (a UUID has 36) */
+#define WH_MAX_CONTAINERS 256         /* spec.containers + spec.initContainers */
+#define WH_MAX_WARNINGS 32            /* entries of response.warnings; more are counted */
+#define WH_MAX_WARNING 256            /* bytes of one warning (the API server truncates longer) */
+#define WH_MAX_MESSAGE 4096           /* bytes of a denial's status.message */
+#define WH_MAX_RESPONSE (WH_MAX_BODY) /* bytes of the encoded response */
+
+/* The annotations and labels accelrun reads. */
+#define WH_ANN_CONFIG "accelrun.io/config"
+#define WH_ANN_CONFIG_MAP "accelrun.io/config-map"
+#define WH_ANN_CONTAINERS "accelrun.io/containers"
+#define WH_ANN_INDEX "batch.kubernetes.io/job-completion-index"
+#define WH_LABEL_JOB "batch.kubernetes.io/job-name"
+#define WH_LABEL_JOB_LEGACY "job-name"
+#define WH_GPU_RESOURCE "nvidia.com/gpu"
+#define WH_CONFIG_MAP_KEY "config.yaml" /* accelrun.io/config-map: NAME without /KEY */
+
+/* 400 for a body that is not a review we can read, 413 for one over a cap,
+ * 500 for anything else (out of memory). */
+int wh_http_status(enum accel_err code);
+
+/* ---------------------------------------------------------------- review.c */
+
+struct wh_review {
+    cJSON *root;           /* the parsed body, owned */
+    const char *uid;       /* request.uid, into the review */
+    const char *operation; /* request.operation ("CREATE", ...) */
+    const char *ns;        /* request.namespace, "" when absent */
+    bool dry_run;          /* request.dryRun */
+    /* request.object when the request is the CREATE of a v1 Pod, else NULL
+     * (then `skip` says why, for a warning) */
+    const cJSON *pod;
+    char skip[256];
+};
+
+/* Decodes an AdmissionReview admission.k8s.io/v1 from `len` bytes (no NUL
+ * needed).  ACCEL_ETOOBIG past WH_MAX_BODY, WH_MAX_DEPTH or WH_MAX_STRING;
+ * ACCEL_EPARSE for bytes that are not one JSON value; ACCEL_EINVAL for a
+ * JSON value that is not a v1 review with a request and a uid; ACCEL_ENOMEM.
+ * The message names the field.  On error `rv` holds nothing; always
+ * wh_review_free it. */
+enum accel_err wh_review_decode(struct wh_review *rv, const char *body, size_t len,
+                                struct accel_error *err) ACCEL_WUR;
+void wh_review_free(struct wh_review *rv);
+
+struct wh_response {
+    bool allowed;
+    int code;                        /* status.code of a denial (403) */
+    char *message;                   /* status.message of a denial, owned */
+    char *patch;                     /* the JSON Patch array as JSON text, owned; NULL = no patch */
+    size_t nops;                     /* operations in it */
+    char *warnings[WH_MAX_WARNINGS]; /* owned */
+    size_t nwarnings;
+    size_t warnings_dropped; /* past WH_MAX_WARNINGS (the last entry says how many) */
+};
+
+void wh_response_init(struct wh_response *r);
+void wh_response_free(struct wh_response *r);
+/* Appends a warning, cut to WH_MAX_WARNING bytes on a UTF-8 boundary.
+ * ACCEL_ENOMEM only. */
+enum accel_err wh_response_warn(struct wh_response *r, const char *fmt, ...)
+    ACCEL_PRINTF(2, 3) ACCEL_WUR;
+/* Makes `r` a denial with the formatted message (code 403), cut to
+ * WH_MAX_MESSAGE bytes. */
+enum accel_err wh_response_deny(struct wh_response *r, const char *fmt, ...)
+    ACCEL_PRINTF(2, 3) ACCEL_WUR;
+
+/* The AdmissionReview admission.k8s.io/v1 answering `uid`: response.uid,
+ * allowed, patchType "JSONPatch" and the base64 patch when r->patch is set,
+ * status {code, message} when denied, warnings when any.  *out (caller frees
+ * with cJSON_free) is NUL-terminated, *len bytes without the NUL. */
+enum accel_err wh_response_encode(const char *uid, const struct wh_response *r, char **out,
+                                  size_t *len, struct accel_error *err) ACCEL_WUR;
+
+/* Standard base64 with padding (RFC 4648 §4) of `n` bytes, appended to b. */
+enum accel_err wh_base64(struct accel_buf *b, const unsigned char *data, size_t n) ACCEL_WUR;
+
+/* ---------------------------------------------------------------- pod.c */
+
+struct wh_container {
+    const char *name; /* into the review */
+    unsigned index;   /* in spec.containers (or spec.initContainers) */
+    bool init;        /* an init container: never patched */
+    const cJSON *env; /* the "env" array, NULL when absent */
+    long gpus;        /* resources.limits["nvidia.com/gpu"], -1 when absent */
+};
+
+struct wh_pod {
+    const char *ns;            /* request.namespace, else metadata.namespace; never NULL */
+    const char *name;          /* metadata.name, NULL when absent (Job pods) */
+    const char *generate_name; /* metadata.generateName, NULL when absent */
+    const char *job;           /* the job-name label (or its legacy key), NULL when absent */
+    const char *owner_job;     /* the controlling ownerReference of kind Job, NULL when none */
+    const char *index;         /* the completion-index annotation as written, NULL when absent */
+    const char *config;        /* accelrun.io/config, NULL when absent */
+    const char *config_map;    /* accelrun.io/config-map */
+    const char *select;        /* accelrun.io/containers */
+    const char *subdomain;     /* spec.subdomain, NULL when absent or "" */
+    struct wh_container *c;    /* spec.containers then spec.initContainers, owned */
+    size_t n;                  /* entries of c */
+    size_t nregular;           /* the first nregular are spec.containers */
+};
+
+/* Reads the fields above from the Pod object; `req_ns` is request.namespace
+ * ("" when absent).  ACCEL_EINVAL, naming the field, when one has the wrong
+ * JSON type or a container has no name; ACCEL_ETOOBIG past
+ * WH_MAX_CONTAINERS.  Always wh_pod_free it. */
+enum accel_err wh_pod_read(struct wh_pod *pod, const cJSON *object, const char *req_ns,
+                           struct accel_error *err) ACCEL_WUR;
+void wh_pod_free(struct wh_pod *pod);
+
+/* The entry named `name` of a container's env array, or NULL. */
+const cJSON *wh_container_env(const struct wh_container *c, const char *name);
+
+/* ---------------------------------------------------------------- patch.c */
+
+/* Appends `seg` as one JSON Pointer segment (RFC 6901: "~" as "~0", then
+ * "/" as "~1"), without the leading "/". */
+enum accel_err wh_pointer_escape(struct accel_buf *b, const char *seg) ACCEL_WUR;
+
+/* True for the variables the webhook never sets: the GPU binding belongs to
+ * the device plugin (NVIDIA_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES). */
+bool wh_env_reserved(const char *name);
+
+/* Adds to `ops` (a cJSON array) the operations that give container `c` the
+ * "NAME=VALUE" entries of vars[0..n): one `add .../env` with them all when
+ * the container has no env, else one `add .../env/-` per name it lacks.  A
+ * name the container already has is kept; when its value differs (or comes
+ * from valueFrom) a warning naming the container and the variable goes to
+ * `resp`.  Reserved names are skipped.  ACCEL_ENOMEM only. */
+enum accel_err wh_patch_env(cJSON *ops, const struct wh_container *c, char *const *vars, size_t n,
+                            struct wh_response *resp) ACCEL_WUR;
+
+/* ---------------------------------------------------------------- mutate.c */
+
+/* The API server, as the caller reaches it (libcurl in the server; a table
+ * in tests).  Each returns 0, or -1 with the reason in why ("403 Forbidden:
+ * ..."); the namespace is always the pod's.  NULL functions (or a NULL
+ * struct) mean "no API server configured". */
+struct wh_fetch {
+    /* data of key `key` of ConfigMap ns/name: *data (malloc'd, the caller
+     * of the callback frees it with free) and *len */
+    int (*configmap)(void *ctx, const char *ns, const char *name, const char *key, char **data,
+                     size_t *len, char *why, size_t whylen);
+    /* Job ns/name: spec.completions (-1 when unset) and whether
+     * spec.completionMode is Indexed */
+    int (*job)(void *ctx, const char *ns, const char *name, long *completions, bool *indexed,
+               char *why, size_t whylen);
+    void *ctx;
+};
+
+struct wh_opts {
+    const struct accel_site *site; /* NULL: no site policy */
+    unsigned version;              /* accelerate version (0 = newest) */
+    const struct wh_fetch *fetch;  /* NULL: no API server */
+};
+
+/* Decides one review: allowed with no patch (no accelrun annotation, not a
+ * Pod CREATE, nothing left to add), allowed with a patch and warnings, or
+ * denied with every located finding.  `resp` is initialised here.
+ * ACCEL_EINVAL (400) when the Pod's fields have the wrong types,
+ * ACCEL_ENOMEM; otherwise ACCEL_OK. */
+enum accel_err wh_mutate(const struct wh_review *rv, const struct wh_opts *opts,
+                         struct wh_response *resp, struct accel_error *err) ACCEL_WUR;
+
+#endif
