@@ -42,6 +42,7 @@
 #include "../core/bootstrap/store_int.h"
 #include "accel/alloc.h"
 #include "accel/clock.h"
+#include "accel/sock.h"
 #include "accel/store.h"
 
 #define MAX_CONNS 10000       /* the most connections one attacker holds */

@@ -97,15 +97,17 @@ out:
     return rc;
 }
 
-int accel_fsync_dir(const char *dir)
+enum accel_err accel_fsync_dir(const char *dir)
 {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc, saved;
 
     if (fd < 0)
-        return -1;
+        return ACCEL_EIO;
     rc = fsync(fd);
+    saved = errno;
     close(fd);
-    return rc;
+    errno = saved;
+    return rc == 0 ? ACCEL_OK : ACCEL_EIO;
 }
 
 static int fsync_dir_of(const char *path)
@@ -116,7 +118,7 @@ static int fsync_dir_of(const char *path)
         errno = ENAMETOOLONG;
         return -1;
     }
-    return accel_fsync_dir(dirname(tmp));
+    return accel_fsync_dir(dirname(tmp)) == ACCEL_OK ? 0 : -1;
 }
 
 enum accel_err accel_write_durable(const char *path, const void *data, size_t len, mode_t mode,

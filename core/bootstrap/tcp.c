@@ -26,6 +26,7 @@
 
 #include "accel/alloc.h"
 #include "accel/clock.h"
+#include "accel/sock.h"
 #include "store_int.h"
 
 #define BACKOFF_FIRST_S 0.01 /* first pause between connection attempts */

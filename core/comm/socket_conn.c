@@ -33,6 +33,7 @@
 
 #include "accel/alloc.h"
 #include "accel/log.h"
+#include "accel/sock.h"
 #include "socket_int.h"
 
 #define HELLO_MAGIC 0x41435248u /* "ACRH" */

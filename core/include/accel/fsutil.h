@@ -31,8 +31,9 @@ enum accel_err accel_write_durable(const char *path, const void *data, size_t le
                                    struct accel_error *err) ACCEL_WUR;
 
 /* fsync()s the directory `dir`, so that the renames and creations in it
- * are durable; 0, or -1 with errno set. */
-int accel_fsync_dir(const char *dir);
+ * are durable: ACCEL_OK, or ACCEL_EIO with errno saved (for the caller's
+ * message, which names what the directory holds). */
+enum accel_err accel_fsync_dir(const char *dir) ACCEL_WUR;
 
 #ifdef __cplusplus
 }
