@@ -2,8 +2,13 @@
  * accel/alloc.h: the allocator hook.  Every allocation in libaccelrun goes
  * through these functions so that tests can count allocations and fail the
  * Nth one (the counting allocator of tests/harness/test.c, which test_config,
- * test_env, test_site, test_topo and the other unit programs install).  libyaml's own allocations inside
- * the parser are not hooked; a libyaml failure is reported as ACCEL_ENOMEM.
+ * test_env, test_site, test_topo and the other unit programs install).
+ * libyaml's own allocations inside the parser are not hooked; a libyaml
+ * failure is reported as ACCEL_ENOMEM.
+ *
+ * Thread-safety: accel_alloc_set is not: call it once, before any other
+ * thread uses libaccelrun.  The allocation functions are safe from any thread
+ * when the installed hooks are (malloc, realloc and free are).
  */
 #ifndef ACCEL_ALLOC_H
 #define ACCEL_ALLOC_H

@@ -6,6 +6,9 @@
  *
  * Ownership: the buffer owns `data` until accel_buf_take() hands it over or
  * accel_buf_free() releases it.
+ *
+ * Thread-safety: a buffer belongs to one thread at a time; different buffers
+ * may be used from different threads at once.
  */
 #ifndef ACCEL_BUF_H
 #define ACCEL_BUF_H

@@ -26,6 +26,12 @@
  * first where it is known ("rank 2 of 4: all_reduce: rank 3 (10.0.0.2:41234)
  * closed its connection"); a peer that stops answering gives ACCEL_ETIMEDOUT.
  * After an error the communicator only accepts accel_comm_free.
+ *
+ * Thread-safety: a communicator is used by one thread at a time (its
+ * operations are ordered, as MPI's and NCCL's are).  Communicators that share
+ * a store client (a split's children share their parent's, for init and for
+ * the failure record) are too, since a store client is; communicators on
+ * clients of their own may run in different threads at once.
  */
 #ifndef ACCEL_COMM_H
 #define ACCEL_COMM_H

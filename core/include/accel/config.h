@@ -16,6 +16,11 @@
  *
  * Ownership: struct accel_cfg owns everything it points to; accel_cfg_free
  * releases it.  Findings go to a caller-owned struct accel_diags.
+ *
+ * Thread-safety: loading and checking keep no global state (one libyaml
+ * parser per call, findings in the caller's list), so threads may load
+ * configs at once; a loaded config is read-only and may be shared, and is
+ * freed once.
  */
 #ifndef ACCEL_CONFIG_H
 #define ACCEL_CONFIG_H

@@ -6,6 +6,8 @@
  * what is wrong and how to fix it.  Errors stop a launch; warnings do not.
  *
  * Ownership: the list owns its strings; accel_diags_free releases them.
+ *
+ * Thread-safety: a list of findings belongs to one thread at a time.
  */
 #ifndef ACCEL_DIAG_H
 #define ACCEL_DIAG_H

@@ -1,6 +1,8 @@
 /*
  * accel/dtype.h: the element types the runtime moves and stores: fp32 and
  * the two 16-bit floating-point types (collectives, shards, checkpoints).
+ *
+ * Thread-safety: pure functions, safe from any thread.
  */
 #ifndef ACCEL_DTYPE_H
 #define ACCEL_DTYPE_H

@@ -6,6 +6,9 @@
  * details: a message, the file:line:column and key of a config problem, and
  * the errno of a failed system call.  Nothing is kept in globals.  The enum is
  * append-only: values are never renumbered or reused.
+ *
+ * Thread-safety: accel_strerror returns static strings, safe from any
+ * thread; a struct accel_error belongs to its caller.
  */
 #ifndef ACCEL_ERR_H
 #define ACCEL_ERR_H

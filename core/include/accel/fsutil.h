@@ -6,6 +6,10 @@
  * SPANK plugin switches to the job user before calling it).
  * accel_write_durable() writes a file so that after a crash either the old or
  * the new content is there, never a mix: temp file, fsync, rename, fsync dir.
+ *
+ * Thread-safety: safe from any thread (no shared state).  The identity a
+ * read uses is the process's: a caller that switches it (the SPANK plugin)
+ * does so for every thread.
  */
 #ifndef ACCEL_FSUTIL_H
 #define ACCEL_FSUTIL_H

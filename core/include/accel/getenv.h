@@ -3,6 +3,9 @@
  * WORLD_SIZE, MASTER_PORT, ACCELRUN_TIMEOUT, ...), with errors that name the
  * variable and its value.  `who` starts every message ("bootstrap: RANK is
  * not set").
+ *
+ * Thread-safety: safe from any thread as long as no thread changes the
+ * environment (setenv, putenv) at the same time, as for getenv itself.
  */
 #ifndef ACCEL_GETENV_H
 #define ACCEL_GETENV_H

@@ -2,6 +2,8 @@
  * accel/plan.h: the placement of one node's ranks, as plain data.  The
  * topology component fills it (GPU, NIC and CPU choices per local rank);
  * core/env only copies it into variables, so env_build stays pure.
+ *
+ * Thread-safety: plain data; a plan may be read by many threads at once.
  */
 #ifndef ACCEL_PLAN_H
 #define ACCEL_PLAN_H

@@ -2,6 +2,8 @@
  * accel/sched.h: pure helpers for scheduler facts, shared by the SPANK
  * plugin and the tests: the first host of a Slurm host list, and the
  * rendezvous port of a step (DESIGN decision 4).  No libslurm, no I/O.
+ *
+ * Thread-safety: pure functions, safe from any thread.
  */
 #ifndef ACCEL_SCHED_H
 #define ACCEL_SCHED_H

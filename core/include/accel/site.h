@@ -17,6 +17,9 @@
  *
  * The file is checked with the same schema as a user config (every finding
  * located in the site file).  Ownership: accel_site_free releases all.
+ *
+ * Thread-safety: as for accel/config.h: loading keeps no global state, and a
+ * loaded site is read-only and may be shared by threads.
  */
 #ifndef ACCEL_SITE_H
 #define ACCEL_SITE_H

@@ -2,6 +2,8 @@
  * accel/utf8.h: strict UTF-8 decoding (no overlong forms, no surrogates,
  * nothing past U+10FFFF), for text that arrives from files other programs
  * wrote.
+ *
+ * Thread-safety: pure functions, safe from any thread.
  */
 #ifndef ACCEL_UTF8_H
 #define ACCEL_UTF8_H

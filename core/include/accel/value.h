@@ -10,6 +10,9 @@
  * Ownership: a value owns its children and strings; accel_val_free releases
  * them.  `mark.file` points at a string owned by whoever parsed the document
  * (struct accel_doc) and must outlive the value.
+ *
+ * Thread-safety: parsing keeps no global state; a value tree belongs to one
+ * thread while it is built or changed, and may be read by many after.
  */
 #ifndef ACCEL_VALUE_H
 #define ACCEL_VALUE_H
