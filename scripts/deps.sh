@@ -15,9 +15,11 @@
 set -eu
 
 build_pkgs="make gcc g++ python3 pkg-config libyaml-dev libcjson-dev libhwloc-dev libxxhash-dev libslurm-dev"
-# what make test's tiers use beyond the build: the interop tier's venv,
-# Graphviz for `accelrun topo --dot`, clang-format for format-check
-test_pkgs="python3-venv python3-pip graphviz clang-format"
+# what make test's tiers use beyond the build: the interop tier's venv and
+# the numpy it takes from Debian (--system-site-packages), Graphviz for
+# `accelrun topo --dot`, clang-format for format-check, procps (pgrep, ps)
+# for the example trainer's kill test; a minimal Debian root has none of them
+test_pkgs="python3-venv python3-pip python3-numpy graphviz clang-format procps"
 fuzz_pkgs="clang libclang-rt-14-dev"
 oracle_pkgs="python3 python3-venv python3-pip"
 bench_pkgs="openmpi-bin libopenmpi-dev python3-torch gnuplot-nox"
