@@ -191,8 +191,13 @@ static void run(const cJSON *pod, const struct wh_opts *opts, struct wh_response
         test_fail(__FILE__, __LINE__, "mutate: %s", err.msg);
     for (size_t i = 0; i < resp->nwarnings; i++)
         test_note("warning: %s", resp->warnings[i]);
-    if (!resp->allowed)
-        test_note("denied: %s", resp->message);
+    if (!resp->allowed) {
+        /* one TAP comment per line of the denial */
+        char *copy = strdup(resp->message), *save = NULL;
+        for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+            test_note("denied: %s", l);
+        free(copy);
+    }
     wh_review_free(&rv);
     cJSON_free(text);
 }
