@@ -14,6 +14,15 @@
  * into a new string (*out, accel_free).  "" for n == 0.  ACCEL_ENOMEM. */
 enum accel_err topo__cpulist(const unsigned *pus, unsigned n, char **out) ACCEL_WUR;
 
+/* hwloc_xml.c: an hwloc XML export copied into *out without comments and,
+ * with `v3`, rewritten into the 2.x dialect (ACCEL_EPARSE for markup that
+ * does not close, ACCEL_ENOMEM); and the major version of an export
+ * (<topology version="3.0">), 0 when it names none (hwloc 1.x). */
+struct accel_buf;
+enum accel_err topo__xml_normalize(const char *in, size_t len, bool v3, struct accel_buf *out,
+                                   struct accel_error *err) ACCEL_WUR;
+unsigned topo__xml_major(const char *xml, size_t len);
+
 /* NVML as the driver's libnvidia-ml.so.1 declares it (nvml.h is not needed to
  * build; the layouts below are those of nvml.h, as NCCL and hwloc copy them). */
 typedef struct topo__nvml_dev *topo__nvml_device; /* nvmlDevice_t */
