@@ -273,14 +273,15 @@ static long target_gpus(const struct wh_pod *pod, const bool *want)
 /* The patch of every target container's env; resp->patch stays NULL when
  * there is nothing to add. */
 static enum accel_err build_patch(const struct wh_pod *pod, const bool *want,
-                                  const struct accel_env *env, struct wh_response *resp)
+                                  const struct accel_env *env, const struct accel_site *site,
+                                  struct wh_response *resp)
 {
     cJSON *ops = cJSON_CreateArray();
     enum accel_err rc = ops ? ACCEL_OK : ACCEL_ENOMEM;
 
     for (size_t i = 0; i < pod->n && rc == ACCEL_OK; i++)
         if (want[i])
-            rc = wh_patch_env(ops, &pod->c[i], env->v, env->n, resp);
+            rc = wh_patch_env(ops, &pod->c[i], env->v, env->n, site, resp);
     if (rc == ACCEL_OK && cJSON_GetArraySize(ops) > 0) {
         char *text = cJSON_PrintUnformatted(ops);
         resp->patch = text ? accel_strdup(text) : NULL;
@@ -403,7 +404,7 @@ static enum accel_err decide(const struct wh_pod *pod, const struct wh_opts *opt
                                "decides the pod's GPUs (CUDA_VISIBLE_DEVICES not set)",
                                name)) != ACCEL_OK)
         goto out;
-    rc = build_patch(pod, want, &env, resp);
+    rc = build_patch(pod, want, &env, opts->site, resp);
 out:
     accel_env_free(&env);
     accel_cfg_free(&cfg);

@@ -87,7 +87,7 @@ static int same_value(const cJSON *entry, const char *value)
 }
 
 enum accel_err wh_patch_env(cJSON *ops, const struct wh_container *c, char *const *vars, size_t n,
-                            struct wh_response *resp)
+                            const struct accel_site *site, struct wh_response *resp)
 {
     char base[64];
     cJSON *list = NULL;
@@ -109,7 +109,7 @@ enum accel_err wh_patch_env(cJSON *ops, const struct wh_container *c, char *cons
             continue;
         have = wh_container_env(c, name);
         if (have != NULL) {
-            if (!same_value(have, eq + 1))
+            if (!same_value(have, eq + 1) && !accel_env_user_wins(name, site))
                 rc = wh_response_warn(resp,
                                       "container %s: %s is set in the pod spec and kept; "
                                       "accelrun would set %.*s",

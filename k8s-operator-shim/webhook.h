@@ -176,9 +176,11 @@ bool wh_env_reserved(const char *name);
  * the container has no env, else one `add .../env/-` per name it lacks.  A
  * name the container already has is kept; when its value differs (or comes
  * from valueFrom) a warning naming the container and the variable goes to
- * `resp`.  Reserved names are skipped.  ACCEL_ENOMEM only. */
+ * `resp`, unless a launcher keeps the user's value anyway
+ * (accel_env_user_wins with `site`, may be NULL: OMP_NUM_THREADS...).
+ * Reserved names are skipped.  ACCEL_ENOMEM only. */
 enum accel_err wh_patch_env(cJSON *ops, const struct wh_container *c, char *const *vars, size_t n,
-                            struct wh_response *resp) ACCEL_WUR;
+                            const struct accel_site *site, struct wh_response *resp) ACCEL_WUR;
 
 /* ---------------------------------------------------------------- mutate.c */
 

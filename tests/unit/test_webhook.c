@@ -731,10 +731,15 @@ TEST(node_level_set_for_gpu_limit_4)
 TEST(user_variable_kept_with_warning)
 {
     struct wh_response resp;
-    cJSON *pod = job_pod(1, cfg_1x2, 1, "MASTER_PORT=1234,NVIDIA_VISIBLE_DEVICES=all"), *ops, *op;
+    cJSON *pod = job_pod(1, cfg_1x2, 1,
+                         "MASTER_PORT=1234,NVIDIA_VISIBLE_DEVICES=all,OMP_NUM_THREADS=8"),
+          *ops, *op;
 
     run(pod, NULL, &resp);
     ASSERT(resp.allowed);
+    /* accelerate keeps a user's OMP_NUM_THREADS without a word */
+    ASSERT(!has_warning(&resp, "OMP_NUM_THREADS"));
+    ASSERT_INT_EQ(resp.nwarnings, 2); /* MASTER_PORT, and the Job not checked */
     ASSERT(has_warning(&resp, "container trainer: MASTER_PORT is set in the pod spec and kept; "
                               "accelrun would set MASTER_PORT=29500"));
     ops = patch_ops(&resp);
@@ -748,6 +753,7 @@ TEST(user_variable_kept_with_warning)
     apply_and_rerun(pod, &resp, NULL);
     ASSERT_STR_EQ(env_value(pod, 0, "MASTER_PORT"), "1234");
     ASSERT_STR_EQ(env_value(pod, 0, "NVIDIA_VISIBLE_DEVICES"), "all");
+    ASSERT_STR_EQ(env_value(pod, 0, "OMP_NUM_THREADS"), "8");
     wh_response_free(&resp);
     cJSON_Delete(pod);
 }
