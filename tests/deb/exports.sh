@@ -12,10 +12,10 @@
 # exits 1 when there is a difference, 2 on a usage or tool error.
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-[ $# -ge 1 ] && [ -f "$1" ] || {
+if [ $# -lt 1 ] || [ ! -f "$1" ]; then
     echo "usage: $0 LIBACCELRUN.SO [INCLUDEDIR]" >&2
     exit 2
-}
+fi
 so=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM

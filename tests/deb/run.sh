@@ -83,6 +83,7 @@ for p in accelrun libaccelrun0 libaccelrun-dev slurm-accelrun-plugin; do
         printf '%s\n' "$out" | awk '{print $6}' | grep -qxF -- "$f" || missing="$missing $f"
     done
     if [ -z "$missing" ]; then
+        # shellcheck disable=SC2086  # the list splits into paths on purpose
         ok "$p: $(printf '%s\n' "$out" | grep -vc '^d') files and links, with$(printf ' %s' ${want[$p]} | sed 's|\./|/|g')"
     else
         bad "$p lacks:$missing"

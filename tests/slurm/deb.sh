@@ -31,7 +31,8 @@ if [ "${ACCELRUN_LAB_LOCKED:-0}" != 1 ]; then
     exec flock -w 1800 /tmp/accelrun-lab.lock bash "$0" "$@"
 fi
 HERE=$(cd "$(dirname "$0")" && pwd)
-TIER=deb-lab
+# shellcheck disable=SC2034  # common.sh reads it
+TIER="deb-lab"
 DEB_DIR=${1:-$HERE/../../build-deb/deb}
 MULTIARCH=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || cc -print-multiarch)
 INSTALLED=/usr/lib/$MULTIARCH/slurm-wlm/accelrun.so
@@ -45,9 +46,11 @@ export ACCELRUN_SPANK=none ACCELRUN_PLUGSTACK_ARGS="" ACCELRUN_LAB_NODES=2
 unset ACCELRUN_LAB_TOPOLOGY
 
 preflight
+# shellcheck disable=SC2154  # preflight sets it
 rm -f "$apt_log"
 
-deb=$(ls "$DEB_DIR"/${PKG}_*.deb 2>/dev/null | tail -n 1)
+deb=""
+for f in "$DEB_DIR/${PKG}"_*.deb; do [ -f "$f" ] && deb=$f; done
 if [ -z "$deb" ]; then
     bad "${PKG}_*.deb in $DEB_DIR (build it with: make BUILD=build-deb deb)"
     finish
