@@ -78,7 +78,11 @@ LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 # that off); every other file always builds.  NCCL_HOME: where nccl.h and
 # libnccl are when not in the toolkit (the nvidia-nccl wheel's folder, say;
 # its libnccl.so.2 has no unversioned link).
-CUDA_HOME  ?= /usr/local/cuda
+# CUDA_HOME: /usr/local/cuda where it is a toolkit, else the kit of NVIDIA's
+# PyPI wheels that `make test` assembles (scripts/cuda-kit.sh) when it is there.
+CUDA_KIT   := $(shell sh scripts/cuda-kit.sh --path)
+CUDA_HOME  ?= $(if $(wildcard /usr/local/cuda/include/cuda_runtime.h),/usr/local/cuda,$(if \
+              $(wildcard $(CUDA_KIT)/.complete),$(CUDA_KIT),/usr/local/cuda))
 NCCL_HOME  ?= $(CUDA_HOME)
 NCCL_SRC   := $(wildcard core/comm/nccl*.c)
 ifeq ($(NO_CUDA),1)

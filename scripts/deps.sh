@@ -6,7 +6,8 @@
 #
 # usage: scripts/deps.sh [build|test|fuzz|oracle|bench|fresh|deb|all]   (default: test)
 #   build:       compile (libslurm-dev for the plugin)
-#   test:        build, and what `make test`'s tiers use (venv, Graphviz, clang-format)
+#   test:        build, and what `make test`'s tiers use (venv, Graphviz, clang-format),
+#                and a CUDA toolkit from PyPI where there is none (scripts/cuda-kit.sh)
 #   fuzz:        clang and its libFuzzer runtime for `make fuzz`
 #   oracle:      python3-venv for `make oracle` (which then uses PyPI)
 #   deb:         build, and what `make deb` and tests/deb/run.sh use (debhelper, lintian)
@@ -47,18 +48,25 @@ for p in $want; do
     fi
 done
 
-if [ -z "$missing" ]; then
-    exit 0
+if [ -n "$missing" ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "accelrun: missing Debian packages:$missing" >&2
+        echo "accelrun: run: sudo apt-get update && sudo apt-get install -y --no-install-recommends$missing" >&2
+        exit 1
+    fi
+    echo "accelrun: installing Debian packages:$missing" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    # shellcheck disable=SC2086  # word splitting of the package list is wanted
+    apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "accelrun: missing Debian packages:$missing" >&2
-    echo "accelrun: run: sudo apt-get update && sudo apt-get install -y --no-install-recommends$missing" >&2
-    exit 1
+# make test also compiles the GPU code and runs it against the scripted NCCL
+# (no GPU needed): where the machine has no toolkit at /usr/local/cuda (nor
+# CUDA_HOME), a kit from NVIDIA's PyPI wheels (scripts/cuda-kit.sh, cached
+# outside the clone).  NO_CUDA=1 leaves it out.
+if [ "${1:-test}" = test ] && [ "${NO_CUDA:-}" != 1 ] &&
+    [ ! -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda_runtime.h" ]; then
+    sh "$(dirname "$0")/cuda-kit.sh" >/dev/null ||
+        echo "accelrun: SKIP the CUDA build: no toolkit at ${CUDA_HOME:-/usr/local/cuda} and scripts/cuda-kit.sh failed (above)" >&2
 fi
-
-echo "accelrun: installing Debian packages:$missing" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >/dev/null
-# shellcheck disable=SC2086  # word splitting of the package list is wanted
-apt-get install -y -qq --no-install-recommends $missing >/dev/null
