@@ -46,8 +46,9 @@ done
 cu=$work/x/nvidia/cu13 nc=$work/x/nvidia/nccl
 # zipfile keeps no modes: the tools are made executable again
 chmod -R a+x "$cu/bin" "$cu/nvvm/bin" 2>/dev/null || true
-[ -f "$cu/bin/nvcc" ] && [ -f "$cu/include/cuda_runtime.h" ] && [ -f "$nc/include/nccl.h" ] ||
-    fail "the wheels do not hold bin/nvcc, cuda_runtime.h and nccl.h where expected"
+for f in "$cu/bin/nvcc" "$cu/include/cuda_runtime.h" "$nc/include/nccl.h"; do
+    [ -f "$f" ] || fail "the wheels do not hold ${f#"$work"/x/} where expected"
+done
 new=$kit.new.$$
 rm -rf "$new"
 mkdir -p "$new/lib" "$new/targets/x86_64-linux"
