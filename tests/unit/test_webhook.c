@@ -14,6 +14,10 @@
  * ConfigMap and Job through a table of fake API answers), the bad requests
  * with their HTTP class and the field named, and the response encoding.
  */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <unistd.h>
+
 #include <cjson/cJSON.h>
 
 #include "accel/config.h"
@@ -1299,6 +1303,118 @@ TEST(deterministic)
     cJSON_Delete(pod);
 }
 
+/* ---------------------------------------------------------------- golden */
+
+#define GOLDEN_DIR "tests/golden/admission"
+
+/* The bytes of `path` (caller frees), NULL when it does not exist. */
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+
+    if (f == NULL)
+        return NULL;
+    ASSERT(fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0);
+    buf = malloc((size_t)n + 1);
+    ASSERT(buf != NULL && fread(buf, 1, (size_t)n, f) == (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+static void spit(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    ASSERT(f != NULL && fputs(text, f) >= 0 && fputc('\n', f) != EOF && fclose(f) == 0);
+}
+
+/* Compares `got` (plus a newline) with the file, or writes the file when
+ * ACCEL_GOLDEN_WRITE=1. */
+static void golden_compare(const char *path, const char *got)
+{
+    size_t len;
+    char *want;
+
+    if (getenv("ACCEL_GOLDEN_WRITE") != NULL && strcmp(getenv("ACCEL_GOLDEN_WRITE"), "1") == 0) {
+        spit(path, got);
+        return;
+    }
+    want = slurp(path, &len);
+    if (want == NULL)
+        test_fail(__FILE__, __LINE__, "%s: missing (ACCEL_GOLDEN_WRITE=1 writes it)", path);
+    if (len == 0 || want[len - 1] != '\n' || strlen(got) != len - 1 ||
+        memcmp(want, got, len - 1) != 0)
+        test_fail(__FILE__, __LINE__, "%s differs:\n# got:  %s", path, got);
+    free(want);
+}
+
+/* Every GOLDEN_DIR/CASE.request.json, decided with no API server and no
+ * site: the encoded response byte for byte (CASE.response.json) and its
+ * patch, decoded and indented (CASE.patch.json, present only with a patch). */
+TEST(golden_admission)
+{
+    struct dirent **list = NULL;
+    int n = scandir(GOLDEN_DIR, &list, NULL, alphasort), cases = 0;
+
+    if (n < 0)
+        SKIP("no " GOLDEN_DIR " (run from the repository root)");
+    for (int i = 0; i < n; i++) {
+        const char *name = list[i]->d_name, *dot = strstr(name, ".request.json");
+        char path[512], base[256];
+        struct wh_review rv;
+        struct wh_response resp;
+        struct accel_error err;
+        char *body, *out, *pretty;
+        size_t len;
+
+        if (dot == NULL || dot[strlen(".request.json")] != '\0') {
+            free(list[i]);
+            continue;
+        }
+        snprintf(base, sizeof(base), "%s/%.*s", GOLDEN_DIR, (int)(dot - name), name);
+        snprintf(path, sizeof(path), "%s/%s", GOLDEN_DIR, name);
+        body = slurp(path, &len);
+        ASSERT(body != NULL);
+        if (wh_review_decode(&rv, body, len, &err) != ACCEL_OK)
+            test_fail(__FILE__, __LINE__, "%s: %s", path, err.msg);
+        ASSERT_OK(wh_mutate(&rv, NULL, &resp, &err));
+        ASSERT_OK(wh_response_encode(rv.uid, &resp, &out, &len, &err));
+        snprintf(path, sizeof(path), "%s.response.json", base);
+        golden_compare(path, out);
+        snprintf(path, sizeof(path), "%s.patch.json", base);
+        if (resp.patch != NULL) {
+            /* one operation a line, for readable diffs */
+            cJSON *ops = cJSON_Parse(resp.patch), *op;
+            struct accel_buf b;
+            accel_buf_init(&b, 1u << 22);
+            ASSERT_OK(accel_buf_puts(&b, "["));
+            cJSON_ArrayForEach(op, ops)
+            {
+                pretty = cJSON_PrintUnformatted(op);
+                ASSERT_OK(accel_buf_printf(&b, "%s\n%s", op == ops->child ? "" : ",", pretty));
+                cJSON_free(pretty);
+            }
+            ASSERT_OK(accel_buf_puts(&b, "\n]"));
+            golden_compare(path, accel_buf_str(&b));
+            accel_buf_free(&b);
+            cJSON_Delete(ops);
+        } else if (access(path, F_OK) == 0 && getenv("ACCEL_GOLDEN_WRITE") == NULL)
+            test_fail(__FILE__, __LINE__, "%s: no patch now, but the file is there", path);
+        cJSON_free(out);
+        wh_response_free(&resp);
+        wh_review_free(&rv);
+        free(body);
+        free(list[i]);
+        cases++;
+    }
+    free(list);
+    ASSERT(cases >= 8);
+    test_note("%d AdmissionReviews as in " GOLDEN_DIR, cases);
+}
+
 TEST_LIST(T(no_annotation_allowed_untouched), T(one_process_pod_without_env),
           T(one_process_pod_with_env), T(empty_env_array),
           T(several_containers_and_init_containers), T(containers_annotation),
@@ -1306,4 +1422,5 @@ TEST_LIST(T(no_annotation_allowed_untouched), T(one_process_pod_without_env),
           T(node_level_set_for_gpu_limit_4), T(user_variable_kept_with_warning),
           T(never_gpu_visibility), T(layout_denials), T(config_map_and_job_through_the_api),
           T(site_policy_and_ports), T(not_a_pod_create), T(bad_requests), T(caps),
-          T(response_encoding), T(warning_caps), T(pointer_escaping), T(deterministic))
+          T(response_encoding), T(warning_caps), T(pointer_escaping), T(deterministic),
+          T(golden_admission))
