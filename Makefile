@@ -73,7 +73,7 @@ LIB_SRC    := $(BASE_SRC) $(CONFIG_SRC) $(ENV_SRC) $(TOPO_SRC)
 PLUGIN_LIBS := $(YAML_LIBS) $(if $(TOPO_SRC),$(HWLOC_LIBS) -ldl) -lm
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 
-# The runtime for native trainers: bootstrap and collectives.  core/comm/nccl.c
+# The runtime for native trainers: bootstrap and collectives.  core/comm/nccl*.c
 # builds only where the CUDA toolkit with NCCL is found (NO_CUDA=1 forces
 # that off); every other file always builds.  NCCL_HOME: where nccl.h and
 # libnccl are when not in the toolkit (the nvidia-nccl wheel's folder, say;

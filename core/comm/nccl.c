@@ -37,12 +37,9 @@
 #include "accel/clock.h"
 #include "accel/log.h"
 #include "comm_int.h"
+#include "nccl_impl.h"
 #include "nccl_int.h"
 
-_Static_assert(ACCEL_NCCL_ID_BYTES == NCCL_UNIQUE_ID_BYTES, "ncclUniqueId size");
-_Static_assert(sizeof(ncclUniqueId) == NCCL_UNIQUE_ID_BYTES, "ncclUniqueId layout");
-
-#define BOARD_PERIOD_S 0.1 /* how often a waiting rank looks for a failed peer */
 #define DEFAULT_TIMEOUT_S ACCEL_STORE_DEFAULT_TIMEOUT_S
 
 struct nccl_impl {
@@ -51,15 +48,6 @@ struct nccl_impl {
     bool own_stream; /* created here, destroyed by free */
     int device;      /* the CUDA device of comm */
     float *scratch;  /* one f32 on the device: the barrier's all-reduce */
-};
-
-/* Where ranks tell each other that their init failed (store keys below the
- * communicator's prefix); store == NULL: nowhere. */
-struct board {
-    struct accel_store *store;
-    char failed_key[160];
-    char why_key[160];
-    double next_check; /* CLOCK_MONOTONIC seconds */
 };
 
 /* Between two polls: yield for the first few (a collective that is about to
@@ -78,62 +66,6 @@ static void poll_pause(unsigned *n)
         ts.tv_nsec = 50000;
     }
     nanosleep(&ts, NULL);
-}
-
-static enum accel_err nccl_code(ncclResult_t r)
-{
-    switch (r) {
-    case ncclSuccess:
-        return ACCEL_OK;
-    case ncclInvalidArgument:
-    case ncclInvalidUsage:
-        return ACCEL_EINVAL;
-    case ncclRemoteError: /* a peer died or the network failed */
-    case ncclSystemError: /* sockets closed under NCCL: usually the same */
-        return ACCEL_EPEER;
-    case ncclUnhandledCudaError:
-    case ncclInternalError:
-    case ncclInProgress:
-    case ncclNumResults:
-        return ACCEL_EIO;
-    }
-    return ACCEL_EIO;
-}
-
-static const char *nccl_name(ncclResult_t r)
-{
-    switch (r) {
-    case ncclSuccess:
-        return "ncclSuccess";
-    case ncclUnhandledCudaError:
-        return "ncclUnhandledCudaError";
-    case ncclSystemError:
-        return "ncclSystemError";
-    case ncclInternalError:
-        return "ncclInternalError";
-    case ncclInvalidArgument:
-        return "ncclInvalidArgument";
-    case ncclInvalidUsage:
-        return "ncclInvalidUsage";
-    case ncclRemoteError:
-        return "ncclRemoteError";
-    case ncclInProgress:
-        return "ncclInProgress";
-    case ncclNumResults:
-        break;
-    }
-    return "ncclResult?";
-}
-
-/* "ncclRemoteError (remote process exited or there was a network error):
- * <NCCL's last error>" into buf. */
-static const char *nccl_why(ncclResult_t r, ncclComm_t comm, char *buf, size_t n)
-{
-    const char *last = ncclGetLastError(comm);
-
-    snprintf(buf, n, "%s (%s)%s%s", nccl_name(r), ncclGetErrorString(r),
-             last != NULL && last[0] != '\0' ? ": " : "", last != NULL ? last : "");
-    return buf;
 }
 
 static void abort_comm(struct nccl_impl *im)
@@ -157,60 +89,6 @@ static void fail_comm(struct accel_comm *c)
         abort_comm(im);
 }
 
-/* ---------------------------------------------------------------- failure board */
-
-static void board_init(struct board *b, struct accel_store *s, const char *prefix, const char *sub)
-{
-    b->store = s;
-    snprintf(b->failed_key, sizeof(b->failed_key), "%s%sfailed", prefix, sub);
-    snprintf(b->why_key, sizeof(b->why_key), "%s%swhy", prefix, sub);
-    b->next_check = 0;
-}
-
-/* Tells the other ranks that this one failed: the reason first, then the
- * count, so a rank that sees the count can read the reason at once. */
-static void board_post(struct board *b, const char *msg)
-{
-    struct accel_error e;
-
-    if (b->store == NULL)
-        return;
-    if (accel_store_set(b->store, b->why_key, msg, strlen(msg), &e) != ACCEL_OK ||
-        accel_store_add(b->store, b->failed_key, 1, NULL, &e) != ACCEL_OK)
-        accel_log(ACCEL_LOG_WARN, "nccl: couldn't tell the other ranks: %s", e.msg);
-}
-
-/* True when some rank posted a failure (its reason in why).  Looks at most
- * every BOARD_PERIOD_S.  A store that fails is no news: rank 0 may have
- * finished and closed it while this rank's NCCL init completes; NCCL or the
- * deadline ends the wait when rank 0 is really gone.  The board is then left
- * alone for the rest of the wait. */
-static bool board_failed(struct board *b, char *why, size_t n)
-{
-    struct accel_error e;
-    int64_t count = 0;
-    void *val = NULL;
-    size_t len = 0;
-
-    if (b->store == NULL || accel_now() < b->next_check)
-        return false;
-    b->next_check = accel_now() + BOARD_PERIOD_S;
-    if (accel_store_add(b->store, b->failed_key, 0, &count, &e) != ACCEL_OK) {
-        accel_log(ACCEL_LOG_DEBUG, "nccl: the failure board is unreadable: %s", e.msg);
-        b->store = NULL;
-        return false;
-    }
-    if (count <= 0)
-        return false;
-    if (accel_store_get(b->store, b->why_key, &val, &len, &e) != ACCEL_OK) {
-        snprintf(why, n, "a rank failed (its reason is unreadable: %.500s)", e.msg);
-        return true;
-    }
-    snprintf(why, n, "%.*s", (int)(len < 600 ? len : 600), (const char *)val);
-    accel_free(val);
-    return true;
-}
-
 /* ---------------------------------------------------------------- waiting */
 
 /* Polls comm until it leaves ncclInProgress: ACCEL_OK on ncclSuccess; an error
@@ -219,8 +97,8 @@ static bool board_failed(struct board *b, char *why, size_t n)
  * `first` is what the call that started the work returned.  The caller aborts
  * comm on error. */
 static enum accel_err wait_ready(const struct accel_comm *c, ncclComm_t comm, ncclResult_t first,
-                                 const char *what, double t0, double deadline, struct board *b,
-                                 bool *told, struct accel_error *err)
+                                 const char *what, double t0, double deadline,
+                                 struct comm__nccl_board *b, bool *told, struct accel_error *err)
 {
     ncclResult_t st = first;
     unsigned spins = 0;
@@ -230,17 +108,17 @@ static enum accel_err wait_ready(const struct accel_comm *c, ncclComm_t comm, nc
         if (st == ncclSuccess)
             return ACCEL_OK;
         if (st != ncclInProgress)
-            return accel_error_set(err, nccl_code(st),
+            return accel_error_set(err, comm__nccl_code(st),
                                    "rank %u of %u: nccl: %s failed after %.1f s: %s; communicator "
                                    "aborted",
                                    c->rank, c->size, what, accel_now() - t0,
-                                   nccl_why(st, comm, why, sizeof(why)));
+                                   comm__nccl_why(st, comm, why, sizeof(why)));
         if (accel_now() >= deadline)
             return accel_error_set(err, ACCEL_ETIMEDOUT,
                                    "rank %u of %u: nccl: %s did not complete within %.1f s (a rank "
                                    "never joined, or is stuck); communicator aborted",
                                    c->rank, c->size, what, deadline - t0);
-        if (b != NULL && board_failed(b, why, sizeof(why))) {
+        if (b != NULL && comm__nccl_board_failed(b, why, sizeof(why))) {
             if (told != NULL)
                 *told = true;
             return accel_error_set(err, ACCEL_EPEER,
@@ -258,168 +136,6 @@ static enum accel_err wait_ready(const struct accel_comm *c, ncclComm_t comm, nc
 static double timeout_of(const struct accel_comm *c)
 {
     return c->timeout_s > 0 ? c->timeout_s : DEFAULT_TIMEOUT_S;
-}
-
-/* ---------------------------------------------------------------- the unique id */
-
-enum accel_err comm__nccl_unique_id(unsigned char out[ACCEL_NCCL_ID_BYTES], struct accel_error *err)
-{
-    ncclUniqueId id;
-    ncclResult_t r;
-    char why[512];
-
-    memset(&id, 0, sizeof(id));
-    r = ncclGetUniqueId(&id);
-    if (r != ncclSuccess)
-        return accel_error_set(err, ACCEL_EIO, "nccl: ncclGetUniqueId: %s",
-                               nccl_why(r, NULL, why, sizeof(why)));
-    memcpy(out, id.internal, ACCEL_NCCL_ID_BYTES);
-    return ACCEL_OK;
-}
-
-static void id_key(char *key, size_t n, const char *prefix)
-{
-    snprintf(key, n, "%snccl/id", prefix);
-}
-
-/* Rank 0 failed before it had an id: "!" and the reason under the id key, so
- * the other ranks fail at once instead of at their deadline.  Never 128 bytes
- * long, so it cannot be taken for an id. */
-static void publish_id_failure(struct accel_store *s, const char *prefix, const char *msg)
-{
-    char key[160], val[ACCEL_NCCL_ID_BYTES * 4];
-    struct accel_error e;
-    int len;
-
-    id_key(key, sizeof(key), prefix);
-    len = snprintf(val, sizeof(val), "!%s", msg);
-    if (len < 0)
-        return;
-    if ((size_t)len >= sizeof(val))
-        len = (int)sizeof(val) - 1;
-    if (len == ACCEL_NCCL_ID_BYTES)
-        len--;
-    if (accel_store_set(s, key, val, (size_t)len, &e) != ACCEL_OK)
-        accel_log(ACCEL_LOG_WARN, "nccl: couldn't tell the other ranks: %s", e.msg);
-}
-
-enum accel_err comm__nccl_exchange_id(struct accel_store *s, const char *prefix, unsigned rank,
-                                      unsigned world, unsigned char id[ACCEL_NCCL_ID_BYTES],
-                                      struct accel_error *err)
-{
-    char key[160];
-    void *val = NULL;
-    size_t len = 0;
-    enum accel_err rc;
-
-    if (s == NULL || prefix == NULL || rank >= world)
-        return accel_error_set(err, ACCEL_EINVAL, "nccl: id exchange: no store, or rank %u of %u",
-                               rank, world);
-    id_key(key, sizeof(key), prefix);
-    if (rank == 0) {
-        rc = comm__nccl_unique_id(id, err);
-        if (rc != ACCEL_OK) {
-            publish_id_failure(s, prefix, err != NULL ? err->msg : "ncclGetUniqueId failed");
-            return rc;
-        }
-        return accel_store_set(s, key, id, ACCEL_NCCL_ID_BYTES, err);
-    }
-    rc = accel_store_get(s, key, &val, &len, err);
-    if (rc != ACCEL_OK)
-        return rc;
-    if (len == ACCEL_NCCL_ID_BYTES) {
-        memcpy(id, val, ACCEL_NCCL_ID_BYTES);
-        rc = ACCEL_OK;
-    } else if (len > 0 && ((const char *)val)[0] == '!') {
-        rc = accel_error_set(err, ACCEL_EPEER, "rank %u of %u: nccl: rank 0 failed: %.*s", rank,
-                             world, (int)(len - 1), (const char *)val + 1);
-    } else {
-        rc = accel_error_set(err, ACCEL_EIO,
-                             "rank %u of %u: nccl: %s holds %zu bytes, not an ncclUniqueId (%d)",
-                             rank, world, key, len, ACCEL_NCCL_ID_BYTES);
-    }
-    accel_free(val);
-    return rc;
-}
-
-/* ---------------------------------------------------------------- CUDA helpers */
-
-int comm__nccl_device_count(char *why, size_t why_len)
-{
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-
-    if (e != cudaSuccess) {
-        if (why != NULL && why_len > 0)
-            snprintf(why, why_len, "cudaGetDeviceCount: %s (%s)", cudaGetErrorName(e),
-                     cudaGetErrorString(e));
-        (void)cudaGetLastError(); /* not sticky: clear it for the next call */
-        return 0;
-    }
-    if (n <= 0 && why != NULL && why_len > 0)
-        snprintf(why, why_len, "cudaGetDeviceCount: 0 devices");
-    return n > 0 ? n : 0;
-}
-
-int comm__nccl_version(void)
-{
-    int v = 0;
-
-    return ncclGetVersion(&v) == ncclSuccess ? v : 0;
-}
-
-enum accel_err comm__nccl_dev_alloc(void **p, size_t bytes, struct accel_error *err)
-{
-    cudaError_t e;
-
-    *p = NULL;
-    e = cudaMalloc(p, bytes > 0 ? bytes : 1);
-    if (e != cudaSuccess) {
-        *p = NULL;
-        (void)cudaGetLastError();
-        return accel_error_set(err, e == cudaErrorMemoryAllocation ? ACCEL_ENOMEM : ACCEL_EIO,
-                               "cudaMalloc of %zu bytes: %s", bytes, cudaGetErrorString(e));
-    }
-    return ACCEL_OK;
-}
-
-void comm__nccl_dev_free(void *p)
-{
-    if (p != NULL)
-        (void)cudaFree(p);
-}
-
-enum accel_err comm__nccl_copy(void *dst, const void *src, size_t bytes, struct accel_error *err)
-{
-    cudaError_t e;
-
-    if (bytes == 0)
-        return ACCEL_OK;
-    /* a copy device to device may return before it is done: wait for it on
-     * the legacy default stream, which does not wait for the non-blocking
-     * streams the communicators queue on */
-    e = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(0);
-    if (e != cudaSuccess)
-        return accel_error_set(err, ACCEL_EIO, "cudaMemcpy of %zu bytes: %s", bytes,
-                               cudaGetErrorString(e));
-    return ACCEL_OK;
-}
-
-enum accel_err comm__nccl_fill(void *p, int byte, size_t bytes, struct accel_error *err)
-{
-    cudaError_t e;
-
-    if (bytes == 0)
-        return ACCEL_OK;
-    e = cudaMemset(p, byte, bytes);
-    if (e == cudaSuccess)
-        e = cudaStreamSynchronize(0);
-    if (e != cudaSuccess)
-        return accel_error_set(err, ACCEL_EIO, "cudaMemset of %zu bytes: %s", bytes,
-                               cudaGetErrorString(e));
-    return ACCEL_OK;
 }
 
 /* ---------------------------------------------------------------- operations */
@@ -471,10 +187,10 @@ static enum accel_err check_async(struct accel_comm *c, const char *what, struct
         st = r;
     if (st == ncclSuccess || st == ncclInProgress)
         return ACCEL_OK;
-    accel_error_set(err, nccl_code(st), "rank %u of %u: nccl: %s: %s; communicator aborted",
-                    c->rank, c->size, what, nccl_why(st, im->comm, why, sizeof(why)));
+    accel_error_set(err, comm__nccl_code(st), "rank %u of %u: nccl: %s: %s; communicator aborted",
+                    c->rank, c->size, what, comm__nccl_why(st, im->comm, why, sizeof(why)));
     fail_comm(c);
-    return nccl_code(st);
+    return comm__nccl_code(st);
 }
 
 /* After an operation was handed to NCCL: waits (bounded) until it is queued
@@ -585,9 +301,9 @@ static enum accel_err nccl_sync(struct accel_comm *c, struct accel_error *err)
             st = r;
         if (st != ncclSuccess && st != ncclInProgress) {
             rc = accel_error_set(
-                err, nccl_code(st),
+                err, comm__nccl_code(st),
                 "rank %u of %u: nccl: sync failed after %.1f s: %s; communicator aborted", c->rank,
-                c->size, accel_now() - t0, nccl_why(st, im->comm, why, sizeof(why)));
+                c->size, accel_now() - t0, comm__nccl_why(st, im->comm, why, sizeof(why)));
             break;
         }
         if (q == cudaSuccess)
@@ -770,7 +486,7 @@ enum accel_err accel_comm_nccl_init(struct accel_comm *c, const struct accel_com
     struct nccl_impl *im = NULL;
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     ncclUniqueId id;
-    struct board b;
+    struct comm__nccl_board b;
     enum accel_err rc;
     ncclResult_t r;
     bool have_id = false, peer_failed = false;
@@ -779,7 +495,7 @@ enum accel_err accel_comm_nccl_init(struct accel_comm *c, const struct accel_com
         (c->store == NULL && c->size > 1))
         return accel_error_set(err, ACCEL_EINVAL, "nccl: rank %u of %u%s", c->rank, c->size,
                                c->store == NULL ? ", no store" : "");
-    board_init(&b, c->store, c->prefix, "nccl/");
+    comm__nccl_board_init(&b, c->store, c->prefix, "nccl/");
     im = accel_calloc(1, sizeof(*im));
     if (im == NULL) {
         rc = accel_error_set(err, ACCEL_ENOMEM, "rank %u of %u: nccl: out of memory", c->rank,
@@ -817,9 +533,9 @@ out:
     if (rc != ACCEL_OK) {
         const char *msg = err != NULL ? err->msg : accel_strerror(rc);
         if (c->rank == 0 && !have_id && c->store != NULL)
-            publish_id_failure(c->store, c->prefix, msg);
+            comm__nccl_publish_id_failure(c->store, c->prefix, msg);
         else if (!peer_failed)
-            board_post(&b, msg);
+            comm__nccl_board_post(&b, msg);
         release(im, true, 0);
         c->impl = NULL;
         return rc;
@@ -839,7 +555,7 @@ static enum accel_err nccl_split(struct accel_comm *c, int color, int key, struc
     double t0 = accel_now(), deadline = t0 + timeout_of(c);
     unsigned gen = c->generation++;
     char sub[48], why[512];
-    struct board b;
+    struct comm__nccl_board b;
     enum accel_err rc;
     ncclResult_t r;
     int nrank = 0, nsize = 0;
@@ -849,7 +565,7 @@ static enum accel_err nccl_split(struct accel_comm *c, int color, int key, struc
     if ((rc = check_async(c, "split", err)) != ACCEL_OK)
         return rc;
     snprintf(sub, sizeof(sub), "nccl/split%u/", gen);
-    board_init(&b, c->store, c->prefix, sub);
+    comm__nccl_board_init(&b, c->store, c->prefix, sub);
     cfg.blocking = 0;
     if (color >= 0) {
         child = accel_calloc(1, sizeof(*child));
@@ -889,8 +605,8 @@ static enum accel_err nccl_split(struct accel_comm *c, int color, int key, struc
         goto out;
     if ((r = ncclCommUserRank(newcomm, &nrank)) != ncclSuccess ||
         (r = ncclCommCount(newcomm, &nsize)) != ncclSuccess) {
-        rc = accel_error_set(err, nccl_code(r), "rank %u of %u: nccl: split: %s", c->rank, c->size,
-                             nccl_why(r, newcomm, why, sizeof(why)));
+        rc = accel_error_set(err, comm__nccl_code(r), "rank %u of %u: nccl: split: %s", c->rank,
+                             c->size, comm__nccl_why(r, newcomm, why, sizeof(why)));
         goto out;
     }
     im->comm = newcomm;
@@ -912,7 +628,7 @@ static enum accel_err nccl_split(struct accel_comm *c, int color, int key, struc
 out:
     if (rc != ACCEL_OK) {
         if (!peer_failed)
-            board_post(&b, err != NULL ? err->msg : accel_strerror(rc));
+            comm__nccl_board_post(&b, err != NULL ? err->msg : accel_strerror(rc));
         /* the parent first: its abort stops and joins NCCL's split thread,
          * which may still write newcomm; a split that failed leaves the
          * parent's state unknown anyway */

@@ -1,7 +1,8 @@
 /*
- * nccl_int.h: what core/comm/nccl.c offers besides its backend constructor
- * (declared in comm_int.h): the unique-id exchange on its own, so that it is
- * tested on machines without a GPU, and a few CUDA helpers for the GPU tests
+ * nccl_int.h: what the nccl backend offers besides its constructor
+ * (declared in comm_int.h): the unique-id exchange on its own (nccl_boot.c),
+ * so that it is tested on machines without a GPU, and a few CUDA helpers
+ * (nccl_dev.c) for the GPU tests
  * and bench/nccl_bench.c, which are built by the Makefile without the CUDA
  * include path.  Nothing here needs nccl.h or cuda_runtime.h to be included.
  *
