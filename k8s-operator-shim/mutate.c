@@ -365,6 +365,10 @@ static enum accel_err decide(const struct wh_pod *pod, const struct wh_opts *opt
     lay.node_rank = (unsigned)index;
     if (cfg.num_processes > 0)
         per_node = cfg.num_processes / (long)lay.nnodes;
+    /* the GPU limit counts processes only for a config that runs one per
+     * GPU: not 'NO' (one process) nor a CPU job */
+    if (cfg.dist == ACCEL_DIST_NO || cfg.dist == ACCEL_DIST_MULTI_CPU || cfg.use_cpu)
+        gpus = 0;
     lay.nproc_per_node = per_node > 0 ? (unsigned)per_node : gpus > 0 ? (unsigned)gpus : 1;
     if (gpus > 0 && per_node > 0 && per_node < gpus &&
         (rc = wh_response_warn(resp,

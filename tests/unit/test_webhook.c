@@ -732,6 +732,37 @@ TEST(node_level_set_for_gpu_limit_4)
     cJSON_Delete(pod);
 }
 
+TEST(cpu_and_single_process_configs)
+{
+    /* examples/cpu-2x4.yaml: 4 CPU processes a pod, the node-level set */
+    static const char cpu[] = "distributed_type: MULTI_CPU\nmixed_precision: 'no'\n"
+                              "num_machines: 2\nnum_processes: 8\nuse_cpu: true\n";
+    struct accel_layout lay = {2, 0, 4, -1, -1, 0, "train-0.train.ml.svc", 29500, 0};
+    struct wh_response resp;
+    struct accel_env want;
+    cJSON *pod = job_pod(0, cpu, -1, NULL);
+
+    run(pod, NULL, &resp);
+    ASSERT(resp.allowed);
+    apply_and_rerun(pod, &resp, NULL);
+    ASSERT_STR_EQ(env_value(pod, 0, "PET_NPROC_PER_NODE"), "4");
+    ASSERT_STR_EQ(env_value(pod, 0, "ACCELERATE_USE_CPU"), "True");
+    expected_env(cpu, &lay, NULL, &want);
+    same_as_env_build(pod, 0, &want);
+    accel_env_free(&want);
+    wh_response_free(&resp);
+    cJSON_Delete(pod);
+    /* distributed_type NO runs one process whatever the GPU limit says */
+    pod = job_pod(0, "distributed_type: 'NO'\nnum_machines: 1\n", 4, NULL);
+    run(pod, NULL, &resp);
+    ASSERT(resp.allowed);
+    apply_and_rerun(pod, &resp, NULL);
+    ASSERT(env_value(pod, 0, "PET_NPROC_PER_NODE") == NULL);
+    ASSERT(env_value(pod, 0, "WORLD_SIZE") == NULL); /* a world of one, as accelerate */
+    wh_response_free(&resp);
+    cJSON_Delete(pod);
+}
+
 TEST(user_variable_kept_with_warning)
 {
     struct wh_response resp;
@@ -1419,8 +1450,8 @@ TEST_LIST(T(no_annotation_allowed_untouched), T(one_process_pod_without_env),
           T(one_process_pod_with_env), T(empty_env_array),
           T(several_containers_and_init_containers), T(containers_annotation),
           T(pod_fields_generate_name_only), T(invalid_config_denied_located),
-          T(node_level_set_for_gpu_limit_4), T(user_variable_kept_with_warning),
-          T(never_gpu_visibility), T(layout_denials), T(config_map_and_job_through_the_api),
-          T(site_policy_and_ports), T(not_a_pod_create), T(bad_requests), T(caps),
-          T(response_encoding), T(warning_caps), T(pointer_escaping), T(deterministic),
-          T(golden_admission))
+          T(node_level_set_for_gpu_limit_4), T(cpu_and_single_process_configs),
+          T(user_variable_kept_with_warning), T(never_gpu_visibility), T(layout_denials),
+          T(config_map_and_job_through_the_api), T(site_policy_and_ports), T(not_a_pod_create),
+          T(bad_requests), T(caps), T(response_encoding), T(warning_caps), T(pointer_escaping),
+          T(deterministic), T(golden_admission))
