@@ -363,6 +363,7 @@ fuzz: $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 WEBHOOK_SRC := $(filter-out k8s-operator-shim/main.c,$(wildcard k8s-operator-shim/*.c))
 WEBHOOK_OBJ := $(WEBHOOK_SRC:%.c=$(BUILD)/obj/%.o)
 webhook-core: $(WEBHOOK_OBJ)
+all: webhook-core
 .PHONY: webhook-core
 
 $(BUILD)/tests/test_webhook: $(BUILD)/obj/tests/unit/test_webhook.o $(WEBHOOK_OBJ) $(HARNESS_OBJ) \
