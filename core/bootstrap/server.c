@@ -27,7 +27,6 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -53,16 +52,6 @@ double store_hello_timeout_s = 10.0;
 double store_frame_timeout_s = 60.0;
 double store_warn_interval_s = 10.0;
 
-/* A warning of one kind, printed at most once per store_warn_interval_s
- * with the count of those suppressed since the last one printed.  The last
- * one suppressed is kept, so that a burst that ends still gets its count
- * printed an interval later (warn_flush), not forgotten. */
-struct warn_limit {
-    double last;
-    unsigned long suppressed;
-    char held[512];
-};
-
 struct accel_store_server {
     int lfds[MAX_LISTEN]; /* all on the same port */
     unsigned nlfd;
@@ -76,56 +65,15 @@ struct accel_store_server {
     bool started;
     double hello_s, frame_s, sweep_s, warn_s, last_sweep;
     size_t nevicted; /* marked dead to make room, not yet closed */
-    struct warn_limit w_fd, w_evict, w_hello, w_frame;
+    struct store_warn w_fd, w_evict, w_hello, w_frame;
 };
-
-static void warn_limited(struct accel_store_server *s, struct warn_limit *w, double now,
-                         const char *fmt, ...) ACCEL_PRINTF(4, 5);
-
-static void warn_limited(struct accel_store_server *s, struct warn_limit *w, double now,
-                         const char *fmt, ...)
-{
-    char line[512];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    if (w->last > 0 && now - w->last < s->warn_s) {
-        w->suppressed++;
-        memcpy(w->held, line, sizeof(line));
-        return;
-    }
-    if (w->suppressed > 0)
-        accel_log(ACCEL_LOG_WARN, "%s (and %lu more like it in the last %.3g s)", line,
-                  w->suppressed, now - w->last);
-    else
-        accel_log(ACCEL_LOG_WARN, "%s", line);
-    w->last = now;
-    w->suppressed = 0;
-}
-
-/* Prints the last warning w suppressed, with the count of the others, once
- * an interval has passed since w's last line (or at once: `force`). */
-static void warn_flush(struct accel_store_server *s, struct warn_limit *w, double now, bool force)
-{
-    if (w->suppressed == 0 || (!force && now - w->last < s->warn_s))
-        return;
-    if (w->suppressed > 1)
-        accel_log(ACCEL_LOG_WARN, "%s (and %lu more like it in the last %.3g s)", w->held,
-                  w->suppressed - 1, now - w->last);
-    else
-        accel_log(ACCEL_LOG_WARN, "%s", w->held);
-    w->last = now;
-    w->suppressed = 0;
-}
 
 static void warn_flush_all(struct accel_store_server *s, double now, bool force)
 {
-    warn_flush(s, &s->w_fd, now, force);
-    warn_flush(s, &s->w_evict, now, force);
-    warn_flush(s, &s->w_hello, now, force);
-    warn_flush(s, &s->w_frame, now, force);
+    store_warn_flush(&s->w_fd, s->warn_s, now, force);
+    store_warn_flush(&s->w_evict, s->warn_s, now, force);
+    store_warn_flush(&s->w_hello, s->warn_s, now, force);
+    store_warn_flush(&s->w_frame, s->warn_s, now, force);
 }
 
 /* epoll tag of the eventfd; a listener's tag is its slot in lfds */
@@ -284,16 +232,16 @@ static bool evict_one(struct accel_store_server *s, struct store_conn *fresh, do
     release_fd(s, victim);
     store_core_touch(&s->core, victim);
     if (fresh != NULL)
-        warn_limited(s, &s->w_evict, now,
-                     "store server: full at %zu clients; a connection idle for %.3g s without a "
-                     "request of this job was closed to make room",
-                     s->max_clients, now - victim->accepted_at);
+        store_warn(&s->w_evict, s->warn_s, now,
+                   "store server: full at %zu clients; a connection idle for %.3g s without a "
+                   "request of this job was closed to make room",
+                   s->max_clients, now - victim->accepted_at);
     else
-        warn_limited(s, &s->w_evict, now,
-                     "store server: out of file descriptors at %zu clients; a connection idle "
-                     "for %.3g s without a request of this job was closed to make room (raise "
-                     "`ulimit -n`)",
-                     s->nconns - s->nevicted, now - victim->accepted_at);
+        store_warn(&s->w_evict, s->warn_s, now,
+                   "store server: out of file descriptors at %zu clients; a connection idle "
+                   "for %.3g s without a request of this job was closed to make room (raise "
+                   "`ulimit -n`)",
+                   s->nconns - s->nevicted, now - victim->accepted_at);
     return true;
 }
 
@@ -314,10 +262,10 @@ static int accept_spare(struct accel_store_server *s, int lfd, double now, bool 
         close(fd);
         fd = -1;
         *turned = true;
-        warn_limited(s, &s->w_fd, now,
-                     "store server: out of file descriptors at %zu clients; "
-                     "a client was turned away (raise `ulimit -n`)",
-                     s->nconns);
+        store_warn(&s->w_fd, s->warn_s, now,
+                   "store server: out of file descriptors at %zu clients; "
+                   "a client was turned away (raise `ulimit -n`)",
+                   s->nconns);
     }
     s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     errno = saved;
@@ -420,12 +368,13 @@ static void sweep(struct accel_store_server *s, double now)
         if (!c->authed && now - c->accepted_at > s->hello_s) {
             snprintf(msg, sizeof(msg), "no request of this job within %.3g s of connecting",
                      s->hello_s);
-            warn_limited(s, &s->w_hello, now, "store server: a connection sent %s; closed", msg);
+            store_warn(&s->w_hello, s->warn_s, now, "store server: a connection sent %s; closed",
+                       msg);
         } else if (!blocked && c->partial_since > 0 && now - c->partial_since > s->frame_s) {
             snprintf(msg, sizeof(msg), "a request still incomplete after %.3g s (%zu bytes)",
                      s->frame_s, c->in_len);
-            warn_limited(s, &s->w_frame, now, "store server: rank %u of %u sent %s; closed",
-                         c->rank, c->world, msg);
+            store_warn(&s->w_frame, s->warn_s, now, "store server: rank %u of %u sent %s; closed",
+                       c->rank, c->world, msg);
         } else {
             continue;
         }

@@ -157,6 +157,22 @@ void store_core_refuse(struct store_core *core, struct store_conn *c, enum accel
 
 /* the client handle ----------------------------------------------------- */
 
+/* A warning of one kind, printed at most once per `interval` seconds with
+ * the count of those suppressed since the last one printed (warn.c).  The
+ * last one suppressed is kept, so that a burst that ends still gets its
+ * count printed an interval later (store_warn_flush), not forgotten. */
+struct store_warn {
+    double last;
+    unsigned long suppressed;
+    char held[512];
+};
+
+void store_warn(struct store_warn *w, double interval, double now, const char *fmt, ...)
+    ACCEL_PRINTF(4, 5);
+/* Prints the last warning w suppressed, with the count of the others, once
+ * `interval` has passed since w's last line (or at once: `force`). */
+void store_warn_flush(struct store_warn *w, double interval, double now, bool force);
+
 struct store_ops {
     enum accel_err (*set)(struct accel_store *s, const char *key, const void *val, size_t len,
                           struct accel_error *err);
