@@ -86,7 +86,7 @@ const char *accel_nic_kind_name(enum accel_nic_kind kind)
     return "?";
 }
 
-static int cmp_uint(const void *a, const void *b)
+int topo__cmp_uint(const void *a, const void *b)
 {
     unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
 
@@ -109,7 +109,7 @@ enum accel_err topo__cpulist(const unsigned *pus, unsigned n, char **out)
     if (v == NULL)
         goto out;
     memcpy(v, pus, (size_t)n * sizeof(*v));
-    qsort(v, n, sizeof(*v), cmp_uint);
+    qsort(v, n, sizeof(*v), topo__cmp_uint);
     for (unsigned i = 0; i < n;) {
         unsigned j = i;
 
@@ -195,170 +195,6 @@ static enum accel_link gpu_link(const struct accel_topo *t, unsigned a, unsigned
     return pci_link(t, &t->gpus[a].pci, &t->gpus[b].pci);
 }
 
-/* ---------------------------------------------------------------- granted ids */
-
-struct pick {
-    unsigned gpu;
-    char id[64];
-};
-
-static bool is_none(const char *s)
-{
-    return s != NULL && (s[0] == '\0' || strcmp(s, "NoDevFiles") == 0);
-}
-
-/* Splits `list` at commas into picks[].id (spaces around an id are dropped);
- * gpu is not set yet. */
-static enum accel_err split_ids(const char *list, struct pick *picks, unsigned *n,
-                                struct accel_error *err)
-{
-    const char *p = list;
-
-    *n = 0;
-    if (strlen(list) > ACCEL_TOPO_MAX_GRANTED)
-        return accel_error_set(err, ACCEL_ETOOBIG,
-                               "granted GPU list is %zu bytes; the limit is %u bytes", strlen(list),
-                               ACCEL_TOPO_MAX_GRANTED);
-    for (;;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-
-        while (len > 0 && (*p == ' ' || *p == '\t')) {
-            p++;
-            len--;
-        }
-        while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
-            len--;
-        if (len == 0)
-            return accel_error_set(err, ACCEL_EINVAL, "empty id in the granted GPU list \"%s\"",
-                                   list);
-        if (len >= sizeof(picks[0].id))
-            return accel_error_set(err, ACCEL_EINVAL,
-                                   "id \"%.*s...\" in the granted GPU list is too long", 16, p);
-        if (*n == ACCEL_TOPO_MAX_GPUS)
-            return accel_error_set(err, ACCEL_ETOOBIG,
-                                   "granted GPU list \"%.64s...\" has more than %u ids", list,
-                                   ACCEL_TOPO_MAX_GPUS);
-        memcpy(picks[*n].id, p, len);
-        picks[*n].id[len] = '\0';
-        picks[*n].gpu = 0;
-        (*n)++;
-        if (end == NULL)
-            return ACCEL_OK;
-        p = end + 1;
-    }
-}
-
-/* An integer id: digits only, at most 9 of them. */
-static bool parse_index(const char *s, unsigned *v)
-{
-    size_t n = strlen(s);
-
-    if (n == 0 || n > 9 || strspn(s, "0123456789") != n)
-        return false;
-    *v = (unsigned)strtoul(s, NULL, 10);
-    return true;
-}
-
-/* Resolves one id that is not a local index: a node-wide integer or a UUID. */
-static enum accel_err resolve_global(const struct accel_topo *t, const char *id, const char *list,
-                                     unsigned *gpu, struct accel_error *err)
-{
-    unsigned v;
-
-    if (strncmp(id, "MIG-", 4) == 0)
-        return accel_error_set(err, ACCEL_EUNSUPPORTED,
-                               "granted GPU %s is a MIG instance; accelrun places whole GPUs", id);
-    if (strncasecmp(id, "GPU-", 4) == 0) {
-        for (unsigned g = 0; g < t->ngpus; g++)
-            if (strcasecmp(t->gpus[g].uuid, id) == 0) {
-                *gpu = g;
-                return ACCEL_OK;
-            }
-        return accel_error_set(
-            err, ACCEL_ENOTFOUND, "granted GPU %s is not on this node (%u GPUs%s)", id, t->ngpus,
-            t->ngpus && !t->gpus[0].uuid[0] ? ", UUIDs unknown without NVML" : "");
-    }
-    if (!parse_index(id, &v))
-        return accel_error_set(err, ACCEL_EINVAL,
-                               "\"%s\" in the granted GPU list \"%s\" is not a GPU id (an "
-                               "integer or a GPU-... UUID)",
-                               id, list);
-    if (v >= t->ngpus && t->ngpus == 0)
-        return accel_error_set(err, ACCEL_ENOTFOUND,
-                               "granted GPU %s is not on this node (it has no NVIDIA GPU)", id);
-    if (v >= t->ngpus)
-        return accel_error_set(err, ACCEL_ENOTFOUND,
-                               "granted GPU %s is not on this node (GPUs 0-%u)", id, t->ngpus - 1);
-    *gpu = v;
-    return ACCEL_OK;
-}
-
-static int cmp_gpu_index(const void *a, const void *b)
-{
-    return cmp_uint(&((const struct pick *)a)->gpu, &((const struct pick *)b)->gpu);
-}
-
-/* Fills picks[] from the request: which GPU each granted id names. */
-static enum accel_err resolve_ids(const struct accel_topo *t, const struct accel_plan_req *req,
-                                  struct pick *picks, unsigned *n, struct accel_error *err)
-{
-    struct pick phys[ACCEL_TOPO_MAX_GPUS];
-    unsigned nphys = 0;
-    enum accel_err rc;
-
-    if (req->gpus == NULL) {
-        for (unsigned g = 0; g < t->ngpus; g++) {
-            picks[g].gpu = g;
-            snprintf(picks[g].id, sizeof(picks[g].id), "%u", g);
-        }
-        *n = t->ngpus;
-        return ACCEL_OK;
-    }
-    rc = split_ids(req->gpus, picks, n, err);
-    if (rc != ACCEL_OK)
-        return rc;
-    if (req->local_ids && req->physical != NULL) {
-        /* The k-th granted GPU in PCI order: how CUDA numbers what a device
-         * cgroup lets it see (CUDA_DEVICE_ORDER=PCI_BUS_ID). */
-        rc = split_ids(req->physical, phys, &nphys, err);
-        for (unsigned i = 0; rc == ACCEL_OK && i < nphys; i++)
-            rc = resolve_global(t, phys[i].id, req->physical, &phys[i].gpu, err);
-        if (rc != ACCEL_OK)
-            return rc;
-        qsort(phys, nphys, sizeof(phys[0]), cmp_gpu_index);
-    }
-    for (unsigned i = 0; i < *n; i++) {
-        unsigned v;
-
-        if (!req->local_ids || !parse_index(picks[i].id, &v)) {
-            rc = resolve_global(t, picks[i].id, req->gpus, &picks[i].gpu, err);
-        } else if (req->physical != NULL) {
-            if (v >= nphys)
-                return accel_error_set(err, ACCEL_ENOTFOUND,
-                                       "local GPU id %s, but the node granted %u GPUs (\"%s\")",
-                                       picks[i].id, nphys, req->physical);
-            picks[i].gpu = phys[v].gpu;
-        } else if (*n == t->ngpus) {
-            /* Every GPU is granted, so local and node-wide numbers agree. */
-            rc = resolve_global(t, picks[i].id, req->gpus, &picks[i].gpu, err);
-        } else {
-            return accel_error_set(err, ACCEL_EINVAL,
-                                   "local GPU ids \"%s\" need the node-wide ids of the granted "
-                                   "GPUs (SLURM_STEP_GPUS) on a node with %u GPUs",
-                                   req->gpus, t->ngpus);
-        }
-        if (rc != ACCEL_OK)
-            return rc;
-        for (unsigned j = 0; j < i; j++)
-            if (picks[j].gpu == picks[i].gpu)
-                return accel_error_set(
-                    err, ACCEL_EINVAL, "GPU %s is granted twice in \"%s\" (as %s and %s)",
-                    t->gpus[picks[i].gpu].pci.busid, req->gpus, picks[j].id, picks[i].id);
-    }
-    return ACCEL_OK;
-}
-
 /* ---------------------------------------------------------------- order */
 
 /* The socket a GPU's ranks count as: the package of the first NUMA node with
@@ -404,9 +240,9 @@ static int base_before(const struct accel_topo *t, unsigned a, unsigned b)
  * before, always on to the closest unused GPU, ties in base order.  With
  * equal links everywhere (an NVSwitch node, or plain PCI) this is the base
  * order; on an NVLink mesh it follows the links. */
-static void order_picks(const struct accel_topo *t, struct pick *picks, unsigned n)
+static void order_picks(const struct accel_topo *t, struct topo__pick *picks, unsigned n)
 {
-    struct pick sorted[ACCEL_TOPO_MAX_GPUS];
+    struct topo__pick sorted[ACCEL_TOPO_MAX_GPUS];
     bool used[ACCEL_TOPO_MAX_GPUS] = {false};
     unsigned out = 0;
     int prev = -1;
@@ -637,9 +473,9 @@ static enum accel_err plan_cpu(const struct accel_topo *t, unsigned nproc,
 static enum accel_err plan_gpu(const struct accel_topo *t, const struct accel_plan_req *req,
                                struct accel_node_plan *out, uint64_t *dom, struct accel_error *err)
 {
-    struct pick picks[ACCEL_TOPO_MAX_GPUS];
+    struct topo__pick picks[ACCEL_TOPO_MAX_GPUS];
     unsigned n = 0;
-    enum accel_err rc = resolve_ids(t, req, picks, &n, err);
+    enum accel_err rc = topo__resolve_ids(t, req, picks, &n, err);
 
     if (rc != ACCEL_OK)
         return rc;
@@ -692,7 +528,7 @@ enum accel_err accel_topo_plan(const struct accel_topo *t, const struct accel_pl
     dom = accel_calloc(req->nproc, sizeof(*dom));
     if (dom == NULL)
         return accel_error_set(err, ACCEL_ENOMEM, "out of memory planning %u ranks", req->nproc);
-    if (req->cpu_only || is_none(req->gpus) || (t->ngpus == 0 && req->gpus == NULL)) {
+    if (req->cpu_only || topo__gpus_none(req->gpus) || (t->ngpus == 0 && req->gpus == NULL)) {
         rc = plan_cpu(t, req->nproc, out, dom);
         if (rc != ACCEL_OK)
             accel_error_set(err, rc, "out of memory planning %u ranks", req->nproc);

@@ -14,6 +14,28 @@
  * into a new string (*out, accel_free).  "" for n == 0.  ACCEL_ENOMEM. */
 enum accel_err topo__cpulist(const unsigned *pus, unsigned n, char **out) ACCEL_WUR;
 
+/* qsort's comparator of unsigned ints. */
+int topo__cmp_uint(const void *a, const void *b);
+
+/* One granted GPU (granted.c): the id as the list gave it, and the GPU of
+ * the model it names. */
+struct topo__pick {
+    unsigned gpu;
+    char id[64];
+};
+
+/* True for a list that grants no GPU: "" or Slurm's "NoDevFiles". */
+bool topo__gpus_none(const char *s);
+
+/* Fills picks[] (*n of them, at most ACCEL_TOPO_MAX_GPUS) from req's
+ * granted list (every GPU of t when it has none).  Errors name the id and
+ * the list: ACCEL_EINVAL (empty, malformed or repeated), ACCEL_ETOOBIG (past
+ * the caps), ACCEL_ENOTFOUND (not on this node), ACCEL_EUNSUPPORTED (a MIG
+ * instance). */
+enum accel_err topo__resolve_ids(const struct accel_topo *t, const struct accel_plan_req *req,
+                                 struct topo__pick *picks, unsigned *n,
+                                 struct accel_error *err) ACCEL_WUR;
+
 /* hwloc_xml.c: an hwloc XML export copied into *out without comments and,
  * with `v3`, rewritten into the 2.x dialect (ACCEL_EPARSE for markup that
  * does not close, ACCEL_ENOMEM); and the major version of an export
