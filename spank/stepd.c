@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "accel/alloc.h"
+#include "accel/cluster.h"
 #include "accel/env.h"
 #include "accel/log.h"
 #include "accel/sched.h"
@@ -202,8 +203,8 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     plugin.loaded = true;
 
     /* A fragmented 16k-node step lists ~74 KB of hosts: on the heap. */
-    nodelist = malloc(ACCEL_MAX_HOSTLIST + 1);
-    src = nodelist ? spank_getenv(sp, "SLURM_STEP_NODELIST", nodelist, ACCEL_MAX_HOSTLIST + 1)
+    nodelist = malloc(ACCEL_CLUSTER_MAX_LIST + 1);
+    src = nodelist ? spank_getenv(sp, "SLURM_STEP_NODELIST", nodelist, ACCEL_CLUSTER_MAX_LIST + 1)
                    : ESPANK_NOSPACE;
     if (src != ESPANK_SUCCESS ||
         accel_hostlist_first(nodelist, plugin.master_addr, sizeof(plugin.master_addr), &err) !=

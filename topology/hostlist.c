@@ -273,20 +273,18 @@ static void expand(const char *list, struct accel_hostlist *hl, char *block, siz
     *bytes = off;
 }
 
-enum accel_err accel_hostlist_expand(const char *list, size_t max_hosts, struct accel_hostlist *out,
-                                     struct accel_error *err)
+/* Pass 1: checks the whole list and counts its hosts (at most max_hosts;
+ * 0 means ACCEL_CLUSTER_MAX_NODES). */
+static enum accel_err check_list(const char *list, size_t max_hosts, size_t *total,
+                                 struct accel_error *err)
 {
     const char *p = list;
-    size_t total = 0, bytes = 0, len;
     enum accel_err rc;
-    char *block;
 
-    out->n = 0;
-    out->names = NULL;
+    *total = 0;
     if (list == NULL || list[0] == '\0')
         return accel_error_set(err, ACCEL_EINVAL, "empty host list");
-    len = strnlen(list, ACCEL_CLUSTER_MAX_LIST + 1);
-    if (len > ACCEL_CLUSTER_MAX_LIST)
+    if (strnlen(list, ACCEL_CLUSTER_MAX_LIST + 1) > ACCEL_CLUSTER_MAX_LIST)
         return accel_error_set(err, ACCEL_ETOOBIG, "host list longer than %u bytes",
                                ACCEL_CLUSTER_MAX_LIST);
     if (max_hosts == 0 || max_hosts > ACCEL_CLUSTER_MAX_NODES)
@@ -294,9 +292,9 @@ enum accel_err accel_hostlist_expand(const char *list, size_t max_hosts, struct 
     while (*p != '\0') {
         struct entry e;
         size_t count;
-        if ((rc = entry_scan(list, p, &e, total, max_hosts, &count, err)) != ACCEL_OK)
+        if ((rc = entry_scan(list, p, &e, *total, max_hosts, &count, err)) != ACCEL_OK)
             return rc;
-        total += count;
+        *total += count;
         if (*e.end == ',') {
             if (e.end[1] == '\0')
                 return bad(err, list, e.end + 1, ACCEL_EINVAL, "empty host name");
@@ -305,6 +303,41 @@ enum accel_err accel_hostlist_expand(const char *list, size_t max_hosts, struct 
             p = e.end;
         }
     }
+    return ACCEL_OK;
+}
+
+enum accel_err accel_hostlist_first(const char *list, char *out, size_t size,
+                                    struct accel_error *err)
+{
+    char name[ACCEL_CLUSTER_MAX_NAME + 1];
+    struct entry e;
+    size_t total, count, len;
+    enum accel_err rc = check_list(list, 0, &total, err);
+
+    if (rc != ACCEL_OK)
+        return rc;
+    (void)entry_scan(list, list, &e, 0, ACCEL_CLUSTER_MAX_NODES, &count, NULL);
+    for (size_t gi = 0; gi < e.ngroups; gi++)
+        group_load(&e.g[gi], e.g[gi].text);
+    len = entry_name(&e, name);
+    if (len >= size)
+        return accel_error_set(err, ACCEL_ETOOBIG, "host name '%.64s' does not fit %zu bytes", name,
+                               size);
+    memcpy(out, name, len + 1);
+    return ACCEL_OK;
+}
+
+enum accel_err accel_hostlist_expand(const char *list, size_t max_hosts, struct accel_hostlist *out,
+                                     struct accel_error *err)
+{
+    size_t total = 0, bytes = 0;
+    enum accel_err rc;
+    char *block;
+
+    out->n = 0;
+    out->names = NULL;
+    if ((rc = check_list(list, max_hosts, &total, err)) != ACCEL_OK)
+        return rc;
     expand(list, NULL, NULL, &bytes);
     if (total > (SIZE_MAX - bytes) / sizeof(char *))
         return accel_error_set(err, ACCEL_ENOMEM, "host list too large for memory");

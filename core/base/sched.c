@@ -1,8 +1,6 @@
 /*
- * sched.c: Slurm host-list parsing (first host only) and the per-step port.
- * The host-list grammar: comma-separated entries, each a prefix optionally
- * followed by [ranges] and a suffix; ranges are "a", "a-b", comma
- * separated.  Only the first entry and its first number are needed.
+ * sched.c: Slurm's tasks-per-node list and the per-step port (host lists
+ * are topology/hostlist.c's).
  */
 #include <ctype.h>
 #include <stdbool.h>
@@ -11,52 +9,6 @@
 #include <string.h>
 
 #include "accel/sched.h"
-
-enum accel_err accel_hostlist_first(const char *list, char *out, size_t size,
-                                    struct accel_error *err)
-{
-    const char *p = list;
-    size_t n = 0, len;
-
-    if (list == NULL || list[0] == '\0')
-        return accel_error_set(err, ACCEL_EINVAL, "empty host list");
-    len = strnlen(list, ACCEL_MAX_HOSTLIST + 1);
-    if (len > ACCEL_MAX_HOSTLIST)
-        return accel_error_set(err, ACCEL_ETOOBIG, "host list longer than %d bytes",
-                               ACCEL_MAX_HOSTLIST);
-    while (*p != '\0' && *p != ',') {
-        if (*p == '[') {
-            const char *q = p + 1;
-            size_t digits = 0;
-            while (isdigit((unsigned char)q[digits]))
-                digits++;
-            if (digits == 0)
-                return accel_error_set(err, ACCEL_EINVAL, "malformed host list '%.64s'", list);
-            if (n + digits >= size)
-                return accel_error_set(err, ACCEL_ETOOBIG, "host name too long in '%.64s'", list);
-            memcpy(out + n, q, digits);
-            n += digits;
-            /* skip to the closing bracket; the rest of the range is other hosts */
-            q += digits;
-            while (*q != '\0' && *q != ']')
-                q++;
-            if (*q != ']')
-                return accel_error_set(err, ACCEL_EINVAL, "unclosed '[' in host list '%.64s'",
-                                       list);
-            p = q + 1;
-            continue;
-        }
-        if (*p == ']' || isspace((unsigned char)*p))
-            return accel_error_set(err, ACCEL_EINVAL, "malformed host list '%.64s'", list);
-        if (n + 1 >= size)
-            return accel_error_set(err, ACCEL_ETOOBIG, "host name too long in '%.64s'", list);
-        out[n++] = *p++;
-    }
-    if (n == 0)
-        return accel_error_set(err, ACCEL_EINVAL, "host list '%.64s' starts with no host", list);
-    out[n] = '\0';
-    return ACCEL_OK;
-}
 
 enum accel_err accel_tasks_per_node(const char *spec, unsigned node_id, unsigned *before,
                                     unsigned *count, struct accel_error *err)

@@ -1,6 +1,8 @@
 /*
- * test_sched.c: the first host of Slurm host lists and the per-step port.
+ * test_sched.c: the first host of Slurm host lists (topology/hostlist.c) and
+ * the per-step port.
  */
+#include "accel/cluster.h"
 #include "accel/sched.h"
 #include "test.h"
 
@@ -18,7 +20,10 @@ TEST(hostlist_first)
         {"x[10-11]y", "x10y"},
         {"host.example.org,b", "host.example.org"},
     };
-    static const char *const bad[] = {"", ",n1", "n[", "n[]", "n[a-b]", "n]1", " n1"};
+    /* the whole list is checked, not only its first entry: "n1,n[" and
+     * "n1,,n2" are refused as accel_hostlist_expand refuses them */
+    static const char *const bad[] = {"",    ",n1",   "n[",  "n[]",    "n[a-b]", "n]1",
+                                      " n1", "n1,n[", "n1,", "n1,,n2", "n1,n 2", "n[1-2"};
     char out[64];
     struct accel_error err;
 
@@ -55,11 +60,16 @@ TEST(tasks_per_node)
         const char *spec;
         unsigned node, before, count;
     } ok[] = {
-        {"4", 0, 0, 4},          {"2(x2)", 1, 2, 2},     {"2,1", 1, 2, 1},
-        {"3(x2),1", 2, 6, 1},    {"1,2(x3),4", 3, 5, 2}, {"1,2(x3),4", 4, 7, 4},
+        {"4", 0, 0, 4},
+        {"2(x2)", 1, 2, 2},
+        {"2,1", 1, 2, 1},
+        {"3(x2),1", 2, 6, 1},
+        {"1,2(x3),4", 3, 5, 2},
+        {"1,2(x3),4", 4, 7, 4},
         {"8(x1024)", 1023, 8184, 8},
     };
-    static const char *const bad[] = {"", "x", "2(x)", "2(3)", "2(x2", "2,,1", "2;1", "-1", "2(x0)"};
+    static const char *const bad[] = {"",     "x",   "2(x)", "2(3)", "2(x2",
+                                      "2,,1", "2;1", "-1",   "2(x0)"};
     unsigned before, count;
     struct accel_error err;
 

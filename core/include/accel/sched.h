@@ -1,7 +1,8 @@
 /*
  * accel/sched.h: pure helpers for scheduler facts, shared by the SPANK
- * plugin and the tests: the first host of a Slurm host list, and the
- * rendezvous port of a step (DESIGN decision 4).  No libslurm, no I/O.
+ * plugin and the tests: a node's tasks from Slurm's tasks-per-node list,
+ * and the rendezvous port of a step (DESIGN decision 4).  Host lists are
+ * the topology component's (accel/cluster.h).  No libslurm, no I/O.
  *
  * Thread-safety: pure functions, safe from any thread.
  */
@@ -16,15 +17,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define ACCEL_MAX_HOSTLIST (1u << 20) /* bytes of SLURM_STEP_NODELIST we accept */
-
-/* The first host of a Slurm host list such as "gpu[007-010,12],login1" ->
- * "gpu007" (zero padding kept, as Slurm expands it).  ACCEL_EINVAL for an
- * empty or malformed list, ACCEL_ETOOBIG when the host name does not fit
- * `size` or the list exceeds ACCEL_MAX_HOSTLIST. */
-enum accel_err accel_hostlist_first(const char *list, char *out, size_t size,
-                                    struct accel_error *err) ACCEL_WUR;
 
 /* From Slurm's compressed tasks-per-node list ("2(x3),1", as in
  * SLURM_STEP_TASKS_PER_NODE), the tasks on node `node_id` (*count) and on

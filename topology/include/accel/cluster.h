@@ -80,6 +80,14 @@ enum accel_err accel_hostlist_expand(const char *list, size_t max_hosts, struct 
 /* Releases the names; NULL and an empty list are fine. */
 void accel_hostlist_free(struct accel_hostlist *hl);
 
+/* The first host of a host list ("gpu[007-010,12],login1" -> "gpu007"),
+ * without expanding the rest: the same grammar and caps as
+ * accel_hostlist_expand, the whole list checked.  ACCEL_EINVAL for an empty
+ * or malformed list, ACCEL_ETOOBIG past a cap or when the name does not fit
+ * `size` bytes with its NUL. */
+enum accel_err accel_hostlist_first(const char *list, char *out, size_t size,
+                                    struct accel_error *err) ACCEL_WUR;
+
 /* ---------------------------------------------------------------- the switch tree */
 
 struct accel_switch {
