@@ -442,6 +442,10 @@ mnt() { # mnt TARGET MOUNT-ARGS...
     mount "$@" "$target" || die "mount $* $target failed"
     mounts+=("$target")
 }
+# the root a mount point of its own: `ip netns exec` and `unshare --mount` make
+# "/" a slave or private mount, which fails (EINVAL) when "/" is not a mount
+mnt "$ROOT" --bind "$ROOT"
+mount --make-private "$ROOT"
 mnt "$ROOT/proc" -t proc proc
 mnt "$ROOT/sys" --rbind /sys # with /sys/fs/cgroup
 mount --make-rslave "$ROOT/sys"
