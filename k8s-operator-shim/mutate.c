@@ -386,6 +386,16 @@ static enum accel_err decide(const struct wh_pod *pod, const struct wh_opts *opt
         goto out;
     }
     lay.master_addr = master;
+    /* with the node's DNS the Service name never resolves
+     * (shared/reference/kubernetes.md §2.8) */
+    if (pod->host_network &&
+        (pod->dns_policy == NULL || strcmp(pod->dns_policy, "ClusterFirstWithHostNet") != 0) &&
+        (rc = wh_response_warn(resp,
+                               "spec.hostNetwork with dnsPolicy %.32s: %s resolves only with "
+                               "dnsPolicy: ClusterFirstWithHostNet",
+                               pod->dns_policy ? pod->dns_policy : "ClusterFirst", master)) !=
+            ACCEL_OK)
+        goto out;
     if (cfg.main_process_ip != NULL &&
         (rc = wh_response_warn(resp,
                                "%s: main_process_ip is not used on Kubernetes: MASTER_ADDR is %s",

@@ -228,6 +228,16 @@ enum accel_err wh_pod_read(struct wh_pod *pod, const cJSON *object, const char *
         return rc;
     if (pod->subdomain != NULL && pod->subdomain[0] == '\0')
         pod->subdomain = NULL;
+    if ((rc = member_str(spec, "dnsPolicy", "request.object.spec.dnsPolicy", &pod->dns_policy,
+                         err)) != ACCEL_OK)
+        return rc;
+    {
+        const cJSON *hn = cJSON_GetObjectItemCaseSensitive(spec, "hostNetwork");
+        if (hn != NULL && !cJSON_IsNull(hn) && !cJSON_IsBool(hn))
+            return accel_error_set(err, ACCEL_EINVAL,
+                                   "request.object.spec.hostNetwork: not a boolean");
+        pod->host_network = cJSON_IsTrue(hn);
+    }
     if ((rc = member(spec, "containers", cJSON_Array, "request.object.spec.containers", &cs,
                      err)) != ACCEL_OK ||
         (rc = member(spec, "initContainers", cJSON_Array, "request.object.spec.initContainers",

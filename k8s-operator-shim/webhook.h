@@ -145,6 +145,8 @@ struct wh_pod {
     const char *config_map;    /* accelrun.io/config-map */
     const char *select;        /* accelrun.io/containers */
     const char *subdomain;     /* spec.subdomain, NULL when absent or "" */
+    bool host_network;         /* spec.hostNetwork */
+    const char *dns_policy;    /* spec.dnsPolicy, NULL when absent */
     struct wh_container *c;    /* spec.containers then spec.initContainers, owned */
     size_t n;                  /* entries of c */
     size_t nregular;           /* the first nregular are spec.containers */

@@ -810,6 +810,33 @@ TEST(never_gpu_visibility)
     cJSON_Delete(pod);
 }
 
+TEST(host_network_dns_warning)
+{
+    struct wh_response resp;
+    cJSON *pod = job_pod(0, cfg_1x2, 1, NULL), *spec = cJSON_GetObjectItem(pod, "spec");
+
+    cJSON_AddTrueToObject(spec, "hostNetwork");
+    cJSON_AddStringToObject(spec, "dnsPolicy", "ClusterFirst");
+    run(pod, NULL, &resp);
+    ASSERT(resp.allowed);
+    ASSERT(has_warning(&resp, "spec.hostNetwork with dnsPolicy ClusterFirst: train-0.train.ml.svc "
+                              "resolves only with dnsPolicy: ClusterFirstWithHostNet"));
+    wh_response_free(&resp);
+    cJSON_ReplaceItemInObject(spec, "dnsPolicy", cJSON_CreateString("ClusterFirstWithHostNet"));
+    run(pod, NULL, &resp);
+    ASSERT(!has_warning(&resp, "hostNetwork"));
+    wh_response_free(&resp);
+    cJSON_ReplaceItemInObject(spec, "hostNetwork", cJSON_CreateString("yes"));
+    {
+        struct wh_pod p;
+        struct accel_error err;
+        ASSERT_INT_EQ(wh_pod_read(&p, pod, "", &err), ACCEL_EINVAL);
+        ASSERT_STR_EQ(err.msg, "request.object.spec.hostNetwork: not a boolean");
+        wh_pod_free(&p);
+    }
+    cJSON_Delete(pod);
+}
+
 TEST(layout_denials)
 {
     struct wh_response resp;
@@ -1449,7 +1476,7 @@ TEST_LIST(T(no_annotation_allowed_untouched), T(one_process_pod_without_env),
           T(several_containers_and_init_containers), T(containers_annotation),
           T(pod_fields_generate_name_only), T(invalid_config_denied_located),
           T(node_level_set_for_gpu_limit_4), T(cpu_and_single_process_configs),
-          T(user_variable_kept_with_warning), T(never_gpu_visibility), T(layout_denials),
-          T(config_map_and_job_through_the_api), T(site_policy_and_ports), T(not_a_pod_create),
-          T(bad_requests), T(caps), T(response_encoding), T(warning_caps), T(pointer_escaping),
-          T(deterministic), T(golden_admission))
+          T(user_variable_kept_with_warning), T(never_gpu_visibility), T(host_network_dns_warning),
+          T(layout_denials), T(config_map_and_job_through_the_api), T(site_policy_and_ports),
+          T(not_a_pod_create), T(bad_requests), T(caps), T(response_encoding), T(warning_caps),
+          T(pointer_escaping), T(deterministic), T(golden_admission))
