@@ -90,6 +90,8 @@ struct wh_review {
  * wh_review_free it. */
 enum accel_err wh_review_decode(struct wh_review *rv, const char *body, size_t len,
                                 struct accel_error *err) ACCEL_WUR;
+/* Releases the tree; the review's pointers die with it.  NULL and a freed
+ * review are fine. */
 void wh_review_free(struct wh_review *rv);
 
 struct wh_response {
@@ -103,7 +105,9 @@ struct wh_response {
     size_t warnings_dropped; /* past WH_MAX_WARNINGS (the last entry says how many) */
 };
 
+/* An allowed response with nothing in it. */
 void wh_response_init(struct wh_response *r);
+/* Releases message, patch and warnings; NULL and a freed response are fine. */
 void wh_response_free(struct wh_response *r);
 /* Appends a warning, cut to WH_MAX_WARNING bytes on a UTF-8 boundary.
  * ACCEL_ENOMEM only. */
@@ -121,7 +125,8 @@ enum accel_err wh_response_deny(struct wh_response *r, const char *fmt, ...)
 enum accel_err wh_response_encode(const char *uid, const struct wh_response *r, char **out,
                                   size_t *len, struct accel_error *err) ACCEL_WUR;
 
-/* Standard base64 with padding (RFC 4648 §4) of `n` bytes, appended to b. */
+/* Standard base64 with padding (RFC 4648 §4) of `n` bytes, appended to b.
+ * ACCEL_ETOOBIG past b's cap, ACCEL_ENOMEM. */
 enum accel_err wh_base64(struct accel_buf *b, const unsigned char *data, size_t n) ACCEL_WUR;
 
 /* ---------------------------------------------------------------- pod.c */
@@ -158,6 +163,7 @@ struct wh_pod {
  * WH_MAX_CONTAINERS.  Always wh_pod_free it. */
 enum accel_err wh_pod_read(struct wh_pod *pod, const cJSON *object, const char *req_ns,
                            struct accel_error *err) ACCEL_WUR;
+/* Releases the container array (the strings belong to the review). */
 void wh_pod_free(struct wh_pod *pod);
 
 /* The entry named `name` of a container's env array, or NULL. */
