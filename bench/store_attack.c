@@ -195,7 +195,7 @@ static int serve_main(uint64_t max_bytes)
 static int bigset_main(unsigned port, unsigned n, double seconds, bool right)
 {
     static struct herd h;
-    struct store_frame f = {0};
+    struct bootstrap__frame f = {0};
     uint8_t hdr[STORE_HDR + 1];
     static uint8_t body[DRIBBLE];
     uint64_t sent = 0;
@@ -207,7 +207,7 @@ static int bigset_main(unsigned port, unsigned n, double seconds, bool right)
     f.nonce = right ? job_nonce() : job_nonce() ^ 0x5a5a;
     f.klen = 1;
     f.vlen = BIG_VALUE;
-    store_frame_encode(hdr, &f);
+    bootstrap__frame_encode(hdr, &f);
     hdr[STORE_HDR] = 'k';
     herd_open(&h, port, n);
     end = h.t0 + seconds;
@@ -252,7 +252,7 @@ static int idle_main(unsigned port, unsigned n, double seconds)
 
 static int slow_main(unsigned port, double seconds, bool set)
 {
-    struct store_frame f = {0};
+    struct bootstrap__frame f = {0};
     uint8_t msg[STORE_HDR + 1 + 100], reply[STORE_HDR];
     size_t len = STORE_HDR, off = 0;
     double t0 = accel_now();
@@ -267,7 +267,7 @@ static int slow_main(unsigned port, double seconds, bool set)
     f.nonce = set ? job_nonce() : job_nonce() ^ 0x5a5a; /* hello: a stranger's */
     if (set) {     /* a client of the job: hello first, then a set, a byte a second */
         f.arg = 1; /* rank 0 of 1 */
-        store_frame_encode(msg, &f);
+        bootstrap__frame_encode(msg, &f);
         if (accel_send_all(fd, msg, STORE_HDR, t0 + 2) != 0)
             return 1;
         p.events = POLLIN;
@@ -282,7 +282,7 @@ static int slow_main(unsigned port, double seconds, bool set)
         len = sizeof(msg);
         memset(msg + STORE_HDR, 'v', sizeof(msg) - STORE_HDR);
     }
-    store_frame_encode(msg, &f);
+    bootstrap__frame_encode(msg, &f);
     while (accel_now() - t0 < seconds) { /* after the last byte, to see what the server does */
         if (closed_by_server(fd)) {
             printf("slow %s: closed by the server after %.1f s (%zu of %zu bytes sent)\n",

@@ -21,26 +21,26 @@
 /* the rank file's __metadata__ key holding its pieces (a JSON string) */
 #define CK_META_PIECES "accelrun.pieces"
 
-struct ck_piece {
+struct ckpt__piece {
     uint32_t file;
-    uint32_t tensor; /* its index in c->t (set by ck_check) */
+    uint32_t tensor; /* its index in c->t (set by ckpt__check) */
     uint64_t lo, hi;
     uint64_t xxh3;
 };
 
-struct ck_tensor {
+struct ckpt__tensor {
     struct accel_ckpt_tensor t; /* t.name owned */
     uint64_t numel;
     size_t first, n; /* its pieces: p[first .. first + n), by lo */
 };
 
-struct ck_file {
+struct ckpt__file {
     char *name;     /* rank-RRRRR-of-WWWWW.safetensors */
     uint64_t bytes; /* its size */
     int fd;         /* -1 until read */
     bool parsed;    /* h holds the header (the commit read it already) */
     bool loaded;    /* header read and checked against the manifest */
-    struct st_header h;
+    struct ckpt__st_header h;
 };
 
 struct accel_ckpt {
@@ -49,14 +49,14 @@ struct accel_ckpt {
     unsigned world;
     struct accel_ckpt_kv *meta; /* strings owned */
     size_t nmeta;
-    struct ck_tensor *t; /* by name */
+    struct ckpt__tensor *t; /* by name */
     size_t nt;
-    struct ck_piece *p;
+    struct ckpt__piece *p;
     size_t np;
-    struct ck_file *f; /* f[r] is rank r's file */
+    struct ckpt__file *f; /* f[r] is rank r's file */
     size_t nf;
     /* file r's pieces: by_file[file_first[r] .. file_first[r + 1]), indices
-     * into p in tensor order (set by ck_check) */
+     * into p in tensor order (set by ckpt__check) */
     size_t *by_file, *file_first;
     size_t nopen, hand; /* rank files open now; the clock hand that closes one */
     void *scratch;      /* a piece read in part */
@@ -65,17 +65,17 @@ struct accel_ckpt {
 
 /* "step-00000100" into buf (>= 16 bytes); and back: false unless `name` is
  * exactly that form. */
-void ck_step_name(char *buf, size_t len, unsigned long step);
-bool ck_parse_step_name(const char *name, unsigned long *step);
+void ckpt__step_name(char *buf, size_t len, unsigned long step);
+bool ckpt__parse_step_name(const char *name, unsigned long *step);
 /* "rank-00003-of-00004.safetensors" */
-void ck_rank_name(char *buf, size_t len, unsigned rank, unsigned world);
+void ckpt__rank_name(char *buf, size_t len, unsigned rank, unsigned world);
 
 /* An XXH3 as the manifest writes it: exactly 16 lowercase hex digits. */
-bool ck_parse_hex64(const char *s, uint64_t *out);
+bool ckpt__parse_hex64(const char *s, uint64_t *out);
 
 /* A new, empty checkpoint of `world` files (names set, fds -1) for dir. */
-struct accel_ckpt *ck_new(const char *dir, unsigned long step, unsigned world,
-                          struct accel_error *err);
+struct accel_ckpt *ckpt__new(const char *dir, unsigned long step, unsigned world,
+                             struct accel_error *err);
 
 /* Sorts c->t by name and each tensor's pieces by lo (pieces are given in
  * c->p with c->t[i].first/n naming them) and checks everything the reader
@@ -83,52 +83,52 @@ struct accel_ckpt *ck_new(const char *dir, unsigned long step, unsigned world,
  * [0, numel) exactly, files in range, at most one piece of a tensor in a
  * file; and indexes the pieces by file.  `what` names the source in messages
  * (the manifest, or "step-… (from the rank files)"). */
-enum accel_err ck_check(struct accel_ckpt *c, const char *what, struct accel_error *err);
+enum accel_err ckpt__check(struct accel_ckpt *c, const char *what, struct accel_error *err);
 
 /* The manifest of c, as a new string (cJSON_free). */
-char *ck_manifest_json(const struct accel_ckpt *c, struct accel_error *err);
+char *ckpt__manifest_json(const struct accel_ckpt *c, struct accel_error *err);
 
 /* accel_ckpt_list; with load false the manifests are not read: `committed`
  * then says a manifest is there, and world and bytes stay 0 (for finding
  * the newest, and for the clean-up, which must not parse every step). */
-enum accel_err ck_list(const char *root, bool load, struct accel_ckpt_entry **out, size_t *n,
-                       struct accel_error *err);
+enum accel_err ckpt__list(const char *root, bool load, struct accel_ckpt_entry **out, size_t *n,
+                          struct accel_error *err);
 
 /* Reads and checks dir/manifest.json into a new checkpoint.  ACCEL_ENOTFOUND
  * when there is no manifest (an attempt that did not commit). */
-enum accel_err ck_load(struct accel_ckpt **out, const char *dir, struct accel_error *err);
+enum accel_err ckpt__load(struct accel_ckpt **out, const char *dir, struct accel_error *err);
 
 /* The byte offset and length of piece k in its file, opening and checking
  * the file on first use (its header against the manifest). */
-enum accel_err ck_piece_at(struct accel_ckpt *c, const struct ck_tensor *t, size_t k, uint64_t *off,
-                           uint64_t *len, struct accel_error *err);
+enum accel_err ckpt__piece_at(struct accel_ckpt *c, const struct ckpt__tensor *t, size_t k,
+                              uint64_t *off, uint64_t *len, struct accel_error *err);
 
 /* Checks rank file f (once: its size, and its header against the model:
  * every tensor the model puts there, 1-D, of its type and length, and
- * nothing else) and leaves it open for ck_pread; ck_close_file closes it
+ * nothing else) and leaves it open for ckpt__pread; ckpt__close_file closes it
  * (the header stays checked).  At most CK_OPEN_FILES stay open: opening
  * another closes one (a reader of a world of thousands must not hold a
  * descriptor a rank). */
 #define CK_OPEN_FILES 64
-enum accel_err ck_open_file(struct accel_ckpt *c, uint32_t f, struct accel_error *err);
-void ck_close_file(struct accel_ckpt *c, uint32_t f);
+enum accel_err ckpt__open_file(struct accel_ckpt *c, uint32_t f, struct accel_error *err);
+void ckpt__close_file(struct accel_ckpt *c, uint32_t f);
 
 /* Reads bytes [off, off + len) of file f (a piece, whole) into dst, or, with
  * dst NULL, through c->scratch CK_CHUNK bytes at a time; its XXH3-64 must be
  * `sum` (the message names `tensor`). */
 #define CK_CHUNK (64u << 20)
-enum accel_err ck_pread(struct accel_ckpt *c, uint32_t f, void *dst, uint64_t off, uint64_t len,
-                        uint64_t sum, const char *tensor, struct accel_error *err);
+enum accel_err ckpt__pread(struct accel_ckpt *c, uint32_t f, void *dst, uint64_t off, uint64_t len,
+                           uint64_t sum, const char *tensor, struct accel_error *err);
 
 /* commit.c: rank 0's commit of step o->step in dir, once every rank's file
  * is there (save.c's protocol); and, once every rank knows it committed,
  * `latest` moved forward and the clean-up (failures only logged). */
-enum accel_err ck_commit(const struct accel_ckpt_save_opts *o, const char *dir,
-                         struct accel_error *err);
-void ck_after_commit(const struct accel_ckpt_save_opts *o);
+enum accel_err ckpt__commit(const struct accel_ckpt_save_opts *o, const char *dir,
+                            struct accel_error *err);
+void ckpt__after_commit(const struct accel_ckpt_save_opts *o);
 
 /* A file written durably in a directory: created as name.tmp, written,
- * then (ck_out_close with rc ACCEL_OK) fsynced and renamed to name, or
+ * then (ckpt__out_close with rc ACCEL_OK) fsynced and renamed to name, or
  * (any other rc) removed.  The directory is the caller's to fsync. */
 /* write() at most this much at a time through the page cache: 1 MiB
  * writes ran 2-3x faster than 64 MiB ones here (as the reference writer's
@@ -137,33 +137,33 @@ void ck_after_commit(const struct accel_ckpt_save_opts *o);
 #define CK_WRITE_CHUNK (1u << 20)
 #define CK_DIRECT_BUF (8u << 20)
 #define CK_DIRECT_ALIGN 4096
-struct ck_out {
+struct ckpt__out {
     int fd;
     bool direct; /* O_DIRECT, through buf */
     char *buf;
     size_t fill;
     char path[4096], tmp[4200];
 };
-enum accel_err ck_out_open(struct ck_out *o, const char *dir, const char *name,
-                           struct accel_error *err);
-enum accel_err ck_out_write(struct ck_out *o, const void *data, uint64_t len,
-                            struct accel_error *err);
+enum accel_err ckpt__out_open(struct ckpt__out *o, const char *dir, const char *name,
+                              struct accel_error *err);
+enum accel_err ckpt__out_write(struct ckpt__out *o, const void *data, uint64_t len,
+                               struct accel_error *err);
 /* Returns rc, or the first error of finishing the file. */
-enum accel_err ck_out_close(struct ck_out *o, enum accel_err rc, struct accel_error *err);
+enum accel_err ckpt__out_close(struct ckpt__out *o, enum accel_err rc, struct accel_error *err);
 
 /* Removes checkpoint directory root/name: its manifest first, then its
  * files, then the directory (a subdirectory makes it fail).  Only a real
  * directory owned by this process's effective uid: a symbolic link, or
  * another user's directory, is left alone with an error, and nothing is
  * reached through a link. */
-enum accel_err ck_remove_dir(const char *root, const char *name, struct accel_error *err);
+enum accel_err ckpt__remove_dir(const char *root, const char *name, struct accel_error *err);
 
 /* Directory `name` under directory descriptor `at` (AT_FDCWD for a path)
  * as a stream, its last component never followed if it is a link (ELOOP,
  * or ENOTDIR); NULL with errno. */
-DIR *ck_opendir_nofollow(int at, const char *name);
+DIR *ckpt__opendir_nofollow(int at, const char *name);
 
 /* A path under dir, into buf; false when it does not fit. */
-bool ck_path(char *buf, size_t len, const char *dir, const char *name);
+bool ckpt__path(char *buf, size_t len, const char *dir, const char *name);
 
 #endif

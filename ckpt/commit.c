@@ -1,7 +1,7 @@
 /*
  * commit.c: rank 0's part of a save (save.c has the protocol): the rank
  * files' headers and declared pieces read back and merged into one model of
- * the checkpoint, checked (ck_check), the directory cleared of an earlier
+ * the checkpoint, checked (ckpt__check), the directory cleared of an earlier
  * attempt's files, the manifest written durably (the commit), `latest`
  * moved forward, and the checkpoints older than the `keep` newest deleted.
  */
@@ -25,7 +25,7 @@
 static enum accel_err read_declared(struct accel_ckpt *c, unsigned r, size_t *cap,
                                     struct accel_error *err)
 {
-    struct ck_file *f = &c->f[r];
+    struct ckpt__file *f = &c->f[r];
     char path[4096];
     struct stat st;
     enum accel_err rc;
@@ -35,7 +35,7 @@ static enum accel_err read_declared(struct accel_ckpt *c, unsigned r, size_t *ca
     uint64_t rank, world, step;
     int fd;
 
-    if (!ck_path(path, sizeof path, c->dir, f->name))
+    if (!ckpt__path(path, sizeof path, c->dir, f->name))
         return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", c->dir);
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
@@ -45,17 +45,17 @@ static enum accel_err read_declared(struct accel_ckpt *c, unsigned r, size_t *ca
         return accel_error_sys(err, ACCEL_EIO, "couldn't stat %s", path);
     }
     f->bytes = (uint64_t)st.st_size;
-    rc = st_read(fd, f->bytes, ST_MAX_HEADER, path, &f->h, err);
+    rc = ckpt__st_read(fd, f->bytes, ST_MAX_HEADER, path, &f->h, err);
     close(fd);
     if (rc != ACCEL_OK)
         return rc;
-    json = st_meta(&f->h, CK_META_PIECES);
-    doc = json ? st_json_object(json, strlen(json)) : NULL;
+    json = ckpt__st_meta(&f->h, CK_META_PIECES);
+    doc = json ? ckpt__st_json_object(json, strlen(json)) : NULL;
     ps = cJSON_GetObjectItemCaseSensitive(doc, "pieces");
     if (!cJSON_IsObject(ps) ||
-        !st_json_uint(cJSON_GetObjectItemCaseSensitive(doc, "rank"), &rank) ||
-        !st_json_uint(cJSON_GetObjectItemCaseSensitive(doc, "world_size"), &world) ||
-        !st_json_uint(cJSON_GetObjectItemCaseSensitive(doc, "step"), &step) || rank != r ||
+        !ckpt__st_json_uint(cJSON_GetObjectItemCaseSensitive(doc, "rank"), &rank) ||
+        !ckpt__st_json_uint(cJSON_GetObjectItemCaseSensitive(doc, "world_size"), &world) ||
+        !ckpt__st_json_uint(cJSON_GetObjectItemCaseSensitive(doc, "step"), &step) || rank != r ||
         world != c->world || step != c->step) {
         rc = accel_error_set(err, ACCEL_EPARSE,
                              "%s: __metadata__[\"%s\"] is missing, malformed, or from another "
@@ -64,8 +64,8 @@ static enum accel_err read_declared(struct accel_ckpt *c, unsigned r, size_t *ca
         goto out;
     }
     for (const cJSON *e = ps->child; e; e = e->next) {
-        struct ck_tensor *t;
-        struct ck_piece *p;
+        struct ckpt__tensor *t;
+        struct ckpt__piece *p;
         const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
         const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
 
@@ -97,15 +97,16 @@ static enum accel_err read_declared(struct accel_ckpt *c, unsigned r, size_t *ca
         c->np++;
         if (!cJSON_IsString(dt) || !accel_dtype_from_st_name(dt->valuestring, &t->t.dtype) ||
             !cJSON_IsArray(shape) || cJSON_GetArraySize(shape) > ACCEL_CKPT_MAX_DIMS ||
-            !st_json_uint(cJSON_GetObjectItemCaseSensitive(e, "lo"), &p->lo) ||
-            !st_json_uint(cJSON_GetObjectItemCaseSensitive(e, "hi"), &p->hi) ||
+            !ckpt__st_json_uint(cJSON_GetObjectItemCaseSensitive(e, "lo"), &p->lo) ||
+            !ckpt__st_json_uint(cJSON_GetObjectItemCaseSensitive(e, "hi"), &p->hi) ||
             !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "xxh3")) ||
-            !ck_parse_hex64(cJSON_GetObjectItemCaseSensitive(e, "xxh3")->valuestring, &p->xxh3)) {
+            !ckpt__parse_hex64(cJSON_GetObjectItemCaseSensitive(e, "xxh3")->valuestring,
+                               &p->xxh3)) {
             rc = accel_error_set(err, ACCEL_EPARSE, "%s: piece '%s' is malformed", path, e->string);
             goto out;
         }
         for (const cJSON *d = shape->child; d; d = d->next)
-            if (!st_json_uint(d, &t->t.shape[t->t.ndim++])) {
+            if (!ckpt__st_json_uint(d, &t->t.shape[t->t.ndim++])) {
                 rc = accel_error_set(err, ACCEL_EPARSE, "%s: piece '%s': bad shape", path,
                                      e->string);
                 goto out;
@@ -114,15 +115,16 @@ static enum accel_err read_declared(struct accel_ckpt *c, unsigned r, size_t *ca
 out:
     cJSON_Delete(doc);
     if (rc == ACCEL_OK)
-        f->parsed = true; /* kept for ck_open_file's check: read once */
+        f->parsed = true; /* kept for ckpt__open_file's check: read once */
     else
-        st_header_free(&f->h);
+        ckpt__st_header_free(&f->h);
     return rc;
 }
 
 static int record_cmp(const void *a, const void *b)
 {
-    return strcmp(((const struct ck_tensor *)a)->t.name, ((const struct ck_tensor *)b)->t.name);
+    return strcmp(((const struct ckpt__tensor *)a)->t.name,
+                  ((const struct ckpt__tensor *)b)->t.name);
 }
 
 /* One tensor per name out of the records read_declared made (one per
@@ -130,8 +132,8 @@ static int record_cmp(const void *a, const void *b)
  * end up next to each other. */
 static enum accel_err merge_records(struct accel_ckpt *c, struct accel_error *err)
 {
-    struct ck_tensor *t = accel_calloc(c->nt ? c->nt : 1, sizeof *t);
-    struct ck_piece *p = accel_calloc(c->np ? c->np : 1, sizeof *p);
+    struct ckpt__tensor *t = accel_calloc(c->nt ? c->nt : 1, sizeof *t);
+    struct ckpt__piece *p = accel_calloc(c->np ? c->np : 1, sizeof *p);
     enum accel_err rc = ACCEL_OK;
     size_t nt = 0;
 
@@ -143,7 +145,7 @@ static enum accel_err merge_records(struct accel_ckpt *c, struct accel_error *er
     if (c->nt) /* c->t is NULL when no rank has a piece */
         qsort(c->t, c->nt, sizeof *c->t, record_cmp);
     for (size_t i = 0; i < c->nt; i++) {
-        struct ck_tensor *r = &c->t[i], *last = nt ? &t[nt - 1] : NULL;
+        struct ckpt__tensor *r = &c->t[i], *last = nt ? &t[nt - 1] : NULL;
 
         p[i] = c->p[r->first];
         if (last && !strcmp(last->t.name, r->t.name)) {
@@ -173,7 +175,7 @@ static enum accel_err merge_records(struct accel_ckpt *c, struct accel_error *er
  * files: files of an earlier attempt (another world size, temporaries). */
 static void remove_strays(const struct accel_ckpt *c)
 {
-    DIR *d = ck_opendir_nofollow(AT_FDCWD, c->dir);
+    DIR *d = ckpt__opendir_nofollow(AT_FDCWD, c->dir);
     struct dirent *e;
 
     if (!d)
@@ -201,17 +203,17 @@ static void collect(const char *root, unsigned long step, unsigned keep)
     size_t n = 0, kept = 1;
     char path[4096];
 
-    if (ck_list(root, false, &e, &n, &err) != ACCEL_OK) {
+    if (ckpt__list(root, false, &e, &n, &err) != ACCEL_OK) {
         accel_log(ACCEL_LOG_WARN, "checkpoint: no clean-up of %s: %s", root, err.msg);
         return;
     }
     for (size_t i = n; i-- > 0;) {
         struct accel_ckpt *c = NULL;
 
-        if (e[i].step >= step || !ck_path(path, sizeof path, root, e[i].name))
+        if (e[i].step >= step || !ckpt__path(path, sizeof path, root, e[i].name))
             continue;
         if (e[i].committed) {
-            if (ck_load(&c, path, &err) != ACCEL_OK) {
+            if (ckpt__load(&c, path, &err) != ACCEL_OK) {
                 accel_log(ACCEL_LOG_WARN, "checkpoint: left %s alone: its %s does not load (%s)",
                           path, CK_MANIFEST, err.msg);
                 continue;
@@ -222,7 +224,7 @@ static void collect(const char *root, unsigned long step, unsigned keep)
                 continue;
             }
         }
-        if (ck_remove_dir(root, e[i].name, &err) != ACCEL_OK)
+        if (ckpt__remove_dir(root, e[i].name, &err) != ACCEL_OK)
             accel_log(ACCEL_LOG_WARN, "checkpoint: clean-up: %s", err.msg);
     }
     accel_free(e);
@@ -236,7 +238,7 @@ static unsigned long newest_committed(const char *root)
     unsigned long best = 0;
     size_t n = 0;
 
-    if (ck_list(root, false, &e, &n, &err) != ACCEL_OK)
+    if (ckpt__list(root, false, &e, &n, &err) != ACCEL_OK)
         return 0;
     for (size_t i = 0; i < n; i++)
         if (e[i].committed && e[i].step > best)
@@ -263,20 +265,20 @@ static void remove_latest_temps(const char *root)
     closedir(d);
 }
 
-void ck_after_commit(const struct accel_ckpt_save_opts *o)
+void ckpt__after_commit(const struct accel_ckpt_save_opts *o)
 {
     struct accel_error err = {0};
     char path[4096], line[32];
 
     /* `latest` only moves forward (a root may hold newer steps) */
-    ck_step_name(line, sizeof line - 1, o->step);
+    ckpt__step_name(line, sizeof line - 1, o->step);
     strcat(line, "\n");
     if (newest_committed(o->root) > o->step)
         accel_log(ACCEL_LOG_INFO,
                   "checkpoint: step %lu is committed; %s/%s keeps naming a newer "
                   "step",
                   o->step, o->root, CK_LATEST);
-    else if (!ck_path(path, sizeof path, o->root, CK_LATEST) ||
+    else if (!ckpt__path(path, sizeof path, o->root, CK_LATEST) ||
              accel_write_durable(path, line, strlen(line), 0666, &err) != ACCEL_OK)
         accel_log(ACCEL_LOG_WARN,
                   "checkpoint: step %lu is committed, but %s/%s was not "
@@ -286,8 +288,8 @@ void ck_after_commit(const struct accel_ckpt_save_opts *o)
     remove_latest_temps(o->root);
 }
 
-enum accel_err ck_commit(const struct accel_ckpt_save_opts *o, const char *dir,
-                         struct accel_error *err)
+enum accel_err ckpt__commit(const struct accel_ckpt_save_opts *o, const char *dir,
+                            struct accel_error *err)
 {
     enum accel_err rc = ACCEL_OK;
     struct accel_ckpt *c;
@@ -297,7 +299,7 @@ enum accel_err ck_commit(const struct accel_ckpt_save_opts *o, const char *dir,
     /* the rank files' renames, and the step's own entry in the root */
     if (accel_fsync_dir(dir) != 0 || accel_fsync_dir(o->root) != 0)
         return accel_error_sys(err, ACCEL_EIO, "couldn't fsync %s or its root", dir);
-    c = ck_new(dir, o->step, o->world, err);
+    c = ckpt__new(dir, o->step, o->world, err);
     if (!c)
         return ACCEL_ENOMEM;
     for (unsigned r = 0; rc == ACCEL_OK && r < o->world; r++)
@@ -309,7 +311,7 @@ enum accel_err ck_commit(const struct accel_ckpt_save_opts *o, const char *dir,
                              "checkpoint commit: %zu tensors in %zu pieces over the ranks (limits "
                              "%d, %d: a reader would refuse it)",
                              c->nt, c->np, ACCEL_CKPT_MAX_TENSORS, ACCEL_CKPT_MAX_PIECES);
-    if (rc == ACCEL_OK && (rc = ck_check(c, dir, err)) == ACCEL_EPARSE) {
+    if (rc == ACCEL_OK && (rc = ckpt__check(c, dir, err)) == ACCEL_EPARSE) {
         rc = ACCEL_EINVAL; /* pieces that overlap or leave holes: the ranks' arguments */
         if (err)
             err->code = rc;
@@ -317,15 +319,15 @@ enum accel_err ck_commit(const struct accel_ckpt_save_opts *o, const char *dir,
     /* each file's header against what the model now says; then closed (a
      * world of thousands must not hold a descriptor a rank) */
     for (uint32_t f = 0; rc == ACCEL_OK && f < c->nf; f++) {
-        rc = ck_open_file(c, f, err);
-        ck_close_file(c, f);
+        rc = ckpt__open_file(c, f, err);
+        ckpt__close_file(c, f);
     }
     if (rc != ACCEL_OK)
         goto out;
     remove_strays(c);
     c->meta = (struct accel_ckpt_kv *)o->meta; /* borrowed for the manifest */
     c->nmeta = o->nmeta;
-    json = ck_manifest_json(c, err);
+    json = ckpt__manifest_json(c, err);
     c->meta = NULL;
     c->nmeta = 0;
     if (!json) {
@@ -339,7 +341,7 @@ enum accel_err ck_commit(const struct accel_ckpt_save_opts *o, const char *dir,
                              strlen(json), ACCEL_CKPT_MAX_MANIFEST);
         goto out;
     }
-    if (!ck_path(path, sizeof path, dir, CK_MANIFEST)) {
+    if (!ckpt__path(path, sizeof path, dir, CK_MANIFEST)) {
         rc = accel_error_set(err, ACCEL_EINVAL, "path too long: %s", dir);
         goto out;
     }

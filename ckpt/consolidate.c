@@ -34,12 +34,12 @@
 #define HF_INDEX "model.safetensors.index.json"
 #define PARTIAL ".partial-" /* see finish_files */
 
-static bool is_model(const struct ck_tensor *t)
+static bool is_model(const struct ckpt__tensor *t)
 {
     return strncmp(t->t.name, "optim.", 6) != 0;
 }
 
-static uint64_t tensor_bytes(const struct ck_tensor *t)
+static uint64_t tensor_bytes(const struct ckpt__tensor *t)
 {
     return t->numel * accel_dtype_size(t->t.dtype);
 }
@@ -72,14 +72,14 @@ static bool output_name(char *buf, size_t len, size_t i, size_t nshards)
 
 /* One output file: the model tensors model[first .. last). */
 static enum accel_err write_shard(struct accel_ckpt *c, const char *out, const char *name,
-                                  struct ck_tensor *const *model, size_t first, size_t last,
+                                  struct ckpt__tensor *const *model, size_t first, size_t last,
                                   void **buf, size_t *buflen, struct accel_error *err)
 {
     size_t n = last - first;
-    struct st_out *o = accel_calloc(n ? n : 1, sizeof *o);
+    struct ckpt__st_out *o = accel_calloc(n ? n : 1, sizeof *o);
     size_t *seq = accel_calloc(n ? n : 1, sizeof *seq);
     const struct accel_ckpt_kv meta[] = {{"format", "pt"}};
-    struct ck_out f = {.fd = -1};
+    struct ckpt__out f = {.fd = -1};
     char *head = NULL;
     size_t hlen;
     enum accel_err rc;
@@ -90,19 +90,19 @@ static enum accel_err write_shard(struct accel_ckpt *c, const char *out, const c
         return accel_error_set(err, ACCEL_ENOMEM, "consolidate: out of memory");
     }
     for (size_t i = 0; i < n; i++)
-        o[i] = (struct st_out){&model[first + i]->t, tensor_bytes(model[first + i]), 0};
-    rc = st_build(o, n, meta, 1, &head, &hlen, seq, err);
+        o[i] = (struct ckpt__st_out){&model[first + i]->t, tensor_bytes(model[first + i]), 0};
+    rc = ckpt__st_build(o, n, meta, 1, &head, &hlen, seq, err);
     if (rc == ACCEL_OK)
-        rc = ck_out_open(&f, out, name, err);
+        rc = ckpt__out_open(&f, out, name, err);
     if (rc == ACCEL_OK)
-        rc = ck_out_write(&f, head, hlen, err);
-    for (size_t i = 0; rc == ACCEL_OK && i < n; i++) { /* in the order st_build laid out */
-        const struct ck_tensor *t = model[first + seq[i]];
+        rc = ckpt__out_write(&f, head, hlen, err);
+    for (size_t i = 0; rc == ACCEL_OK && i < n; i++) { /* in the order ckpt__st_build laid out */
+        const struct ckpt__tensor *t = model[first + seq[i]];
         for (size_t k = 0; rc == ACCEL_OK && k < t->n; k++) {
-            const struct ck_piece *p = &c->p[t->first + k];
+            const struct ckpt__piece *p = &c->p[t->first + k];
             uint64_t off, len;
 
-            rc = ck_piece_at(c, t, k, &off, &len, err);
+            rc = ckpt__piece_at(c, t, k, &off, &len, err);
             if (rc == ACCEL_OK && *buflen < len) {
                 void *b = accel_realloc(*buf, (size_t)len);
                 if (!b)
@@ -116,12 +116,12 @@ static enum accel_err write_shard(struct accel_ckpt *c, const char *out, const c
                 }
             }
             if (rc == ACCEL_OK)
-                rc = ck_pread(c, p->file, *buf, off, len, p->xxh3, t->t.name, err);
+                rc = ckpt__pread(c, p->file, *buf, off, len, p->xxh3, t->t.name, err);
             if (rc == ACCEL_OK)
-                rc = ck_out_write(&f, *buf, len, err);
+                rc = ckpt__out_write(&f, *buf, len, err);
         }
     }
-    rc = ck_out_close(&f, rc, err);
+    rc = ckpt__out_close(&f, rc, err);
     accel_free(head);
     accel_free(o);
     accel_free(seq);
@@ -142,12 +142,12 @@ static enum accel_err add_json_string(struct accel_buf *b, const char *s)
 
 /* The index as transformers writes it (json.dumps(indent=2, sort_keys=True)
  * and a newline; the names are in name order already). */
-static enum accel_err write_index(const char *out, const char *file, struct ck_tensor *const *model,
-                                  size_t n, const size_t *shard_of, size_t nshards,
-                                  struct accel_error *err)
+static enum accel_err write_index(const char *out, const char *file,
+                                  struct ckpt__tensor *const *model, size_t n,
+                                  const size_t *shard_of, size_t nshards, struct accel_error *err)
 {
     struct accel_buf b;
-    struct ck_out f = {.fd = -1};
+    struct ckpt__out f = {.fd = -1};
     uint64_t total = 0;
     char name[64];
     enum accel_err rc;
@@ -173,10 +173,10 @@ static enum accel_err write_index(const char *out, const char *file, struct ck_t
         accel_buf_free(&b);
         return accel_error_set(err, rc, "consolidate: the index: %s", accel_strerror(rc));
     }
-    rc = ck_out_open(&f, out, file, err);
+    rc = ckpt__out_open(&f, out, file, err);
     if (rc == ACCEL_OK)
-        rc = ck_out_write(&f, accel_buf_str(&b), b.len, err);
-    rc = ck_out_close(&f, rc, err);
+        rc = ckpt__out_write(&f, accel_buf_str(&b), b.len, err);
+    rc = ckpt__out_close(&f, rc, err);
     accel_buf_free(&b);
     return rc;
 }
@@ -246,7 +246,7 @@ static void remove_stale(const char *out, size_t nshards)
  * placed when it is met; otherwise a tensor that would take the open shard
  * past `max` closes it first.  Shards are numbered in the order they close.
  * Returns the count; shard_of[i] is tensor i's shard. */
-static size_t split(struct ck_tensor *const *model, size_t n, uint64_t max, size_t *shard_of)
+static size_t split(struct ckpt__tensor *const *model, size_t n, uint64_t max, size_t *shard_of)
 {
     size_t nshards = 0, open_first = 0;
     uint64_t size = 0;
@@ -295,7 +295,7 @@ static enum accel_err finish_files(const char *out, size_t nshards, bool promote
 
     for (size_t i = 0; output_name(name, sizeof name, i, nshards); i++) { /* the index last */
         partial_name(part, sizeof part, name);
-        if (!ck_path(from, sizeof from, out, part) || !ck_path(to, sizeof to, out, name))
+        if (!ckpt__path(from, sizeof from, out, part) || !ckpt__path(to, sizeof to, out, name))
             return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", out);
         if (!promote)
             unlink(from);
@@ -308,8 +308,8 @@ static enum accel_err finish_files(const char *out, size_t nshards, bool promote
 enum accel_err accel_ckpt_consolidate(struct accel_ckpt *c, const char *out,
                                       uint64_t max_shard_bytes, struct accel_error *err)
 {
-    struct ck_tensor **model = accel_calloc(c->nt ? c->nt : 1, sizeof *model);
-    struct ck_tensor **grouped = accel_calloc(c->nt ? c->nt : 1, sizeof *grouped);
+    struct ckpt__tensor **model = accel_calloc(c->nt ? c->nt : 1, sizeof *model);
+    struct ckpt__tensor **grouped = accel_calloc(c->nt ? c->nt : 1, sizeof *grouped);
     size_t *shard_of = accel_calloc(c->nt ? c->nt : 1, sizeof *shard_of);
     size_t *start = NULL, n = 0, nshards = 0, bufsz = 0;
     uint64_t max = max_shard_bytes ? max_shard_bytes : HF_MAX_SHARD;

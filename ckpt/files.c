@@ -28,7 +28,7 @@
 
 /* Leaves O_DIRECT for the rest of the file (its unaligned tail, or after a
  * short direct write). */
-static bool buffered(struct ck_out *o)
+static bool buffered(struct ckpt__out *o)
 {
     int fl = fcntl(o->fd, F_GETFL);
 
@@ -40,7 +40,7 @@ static bool buffered(struct ck_out *o)
  * buffer's, a multiple of CK_DIRECT_ALIGN, and a short write that leaves
  * that alignment goes on through the page cache; else CK_WRITE_CHUNK bytes
  * at a time.  False with errno on failure. */
-static bool write_out(struct ck_out *o, const char *p, size_t n)
+static bool write_out(struct ckpt__out *o, const char *p, size_t n)
 {
     while (n > 0) {
         ssize_t w = write(o->fd, p, o->direct || n < CK_WRITE_CHUNK ? n : CK_WRITE_CHUNK);
@@ -56,8 +56,8 @@ static bool write_out(struct ck_out *o, const char *p, size_t n)
     return true;
 }
 
-enum accel_err ck_out_open(struct ck_out *o, const char *dir, const char *name,
-                           struct accel_error *err)
+enum accel_err ckpt__out_open(struct ckpt__out *o, const char *dir, const char *name,
+                              struct accel_error *err)
 {
     const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW;
 
@@ -65,7 +65,7 @@ enum accel_err ck_out_open(struct ck_out *o, const char *dir, const char *name,
     o->direct = false;
     o->buf = NULL;
     o->fill = 0;
-    if (!ck_path(o->path, sizeof o->path, dir, name))
+    if (!ckpt__path(o->path, sizeof o->path, dir, name))
         return accel_error_set(err, ACCEL_EINVAL, "path too long: %s/%s", dir, name);
     snprintf(o->tmp, sizeof o->tmp, "%s.tmp", o->path);
     /* O_DIRECT where the file system takes it (not tmpfs: EINVAL) and the
@@ -83,8 +83,8 @@ enum accel_err ck_out_open(struct ck_out *o, const char *dir, const char *name,
     return ACCEL_OK;
 }
 
-enum accel_err ck_out_write(struct ck_out *o, const void *data, uint64_t len,
-                            struct accel_error *err)
+enum accel_err ckpt__out_write(struct ckpt__out *o, const void *data, uint64_t len,
+                               struct accel_error *err)
 {
     const char *p = data;
 
@@ -111,7 +111,7 @@ enum accel_err ck_out_write(struct ck_out *o, const void *data, uint64_t len,
     return ACCEL_OK;
 }
 
-enum accel_err ck_out_close(struct ck_out *o, enum accel_err rc, struct accel_error *err)
+enum accel_err ckpt__out_close(struct ckpt__out *o, enum accel_err rc, struct accel_error *err)
 {
     if (o->fd < 0)
         return rc;
@@ -137,7 +137,7 @@ enum accel_err ck_out_close(struct ck_out *o, enum accel_err rc, struct accel_er
     return rc;
 }
 
-DIR *ck_opendir_nofollow(int at, const char *name)
+DIR *ckpt__opendir_nofollow(int at, const char *name)
 {
     int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     DIR *d;
@@ -152,7 +152,7 @@ DIR *ck_opendir_nofollow(int at, const char *name)
     return d;
 }
 
-enum accel_err ck_remove_dir(const char *root, const char *name, struct accel_error *err)
+enum accel_err ckpt__remove_dir(const char *root, const char *name, struct accel_error *err)
 {
     int rfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), saved = 0;
     enum accel_err rc = ACCEL_OK;
@@ -165,7 +165,7 @@ enum accel_err ck_remove_dir(const char *root, const char *name, struct accel_er
     /* the entry itself, by its descriptor from here on: a link (or a
      * directory swapped in after the listing) is never followed, and what
      * is emptied is what was checked */
-    if (!(d = ck_opendir_nofollow(rfd, name))) {
+    if (!(d = ckpt__opendir_nofollow(rfd, name))) {
         rc = accel_error_sys(err, ACCEL_EIO, "couldn't open %s/%s%s", root, name,
                              errno == ELOOP || errno == ENOTDIR ? " (not a directory: left alone)"
                                                                 : "");
@@ -206,7 +206,7 @@ out:
     return rc;
 }
 
-void ck_close_file(struct accel_ckpt *c, uint32_t f)
+void ckpt__close_file(struct accel_ckpt *c, uint32_t f)
 {
     if (c->f[f].fd >= 0) {
         close(c->f[f].fd);
@@ -222,7 +222,7 @@ static int open_file(struct accel_ckpt *c, uint32_t f, const char *path)
     while (c->nopen >= CK_OPEN_FILES) {
         c->hand = (c->hand + 1) % c->nf;
         if (c->hand != f)
-            ck_close_file(c, (uint32_t)c->hand);
+            ckpt__close_file(c, (uint32_t)c->hand);
     }
     c->f[f].fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (c->f[f].fd >= 0)
@@ -230,9 +230,9 @@ static int open_file(struct accel_ckpt *c, uint32_t f, const char *path)
     return c->f[f].fd;
 }
 
-enum accel_err ck_open_file(struct accel_ckpt *c, uint32_t f, struct accel_error *err)
+enum accel_err ckpt__open_file(struct accel_ckpt *c, uint32_t f, struct accel_error *err)
 {
-    struct ck_file *file = &c->f[f];
+    struct ckpt__file *file = &c->f[f];
     char path[4096];
     struct stat st;
     enum accel_err rc;
@@ -240,10 +240,10 @@ enum accel_err ck_open_file(struct accel_ckpt *c, uint32_t f, struct accel_error
 
     if (file->loaded && file->fd >= 0)
         return ACCEL_OK;
-    ck_close_file(c, f); /* an earlier try failed: the same checks again */
+    ckpt__close_file(c, f); /* an earlier try failed: the same checks again */
     if (!file->loaded && !file->parsed)
-        st_header_free(&file->h);
-    if (!ck_path(path, sizeof path, c->dir, file->name))
+        ckpt__st_header_free(&file->h);
+    if (!ckpt__path(path, sizeof path, c->dir, file->name))
         return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", c->dir);
     if (open_file(c, f, path) < 0)
         return accel_error_sys(err, ACCEL_EIO, "couldn't open %s (the manifest lists it)", path);
@@ -259,14 +259,14 @@ enum accel_err ck_open_file(struct accel_ckpt *c, uint32_t f, struct accel_error
      * one it was read at), else read now; checked against the model either
      * way, and read again after a failed check */
     rc = file->parsed ? ACCEL_OK
-                      : st_read(file->fd, file->bytes, ST_MAX_HEADER, path, &file->h, err);
+                      : ckpt__st_read(file->fd, file->bytes, ST_MAX_HEADER, path, &file->h, err);
     file->parsed = false;
     if (rc != ACCEL_OK)
         return rc;
     for (size_t j = c->file_first[f]; j < c->file_first[f + 1]; j++) {
-        const struct ck_piece *p = &c->p[c->by_file[j]];
-        const struct ck_tensor *t = &c->t[p->tensor];
-        const struct st_tensor *s = st_find(&file->h, t->t.name);
+        const struct ckpt__piece *p = &c->p[c->by_file[j]];
+        const struct ckpt__tensor *t = &c->t[p->tensor];
+        const struct ckpt__st_tensor *s = ckpt__st_find(&file->h, t->t.name);
 
         expect++;
         if (!s || s->ndim != 1 || s->shape[0] != p->hi - p->lo ||
@@ -283,25 +283,25 @@ enum accel_err ck_open_file(struct accel_ckpt *c, uint32_t f, struct accel_error
     return ACCEL_OK;
 }
 
-enum accel_err ck_piece_at(struct accel_ckpt *c, const struct ck_tensor *t, size_t k, uint64_t *off,
-                           uint64_t *len, struct accel_error *err)
+enum accel_err ckpt__piece_at(struct accel_ckpt *c, const struct ckpt__tensor *t, size_t k,
+                              uint64_t *off, uint64_t *len, struct accel_error *err)
 {
-    const struct ck_piece *p = &c->p[t->first + k];
-    struct ck_file *file = &c->f[p->file];
-    const struct st_tensor *s;
+    const struct ckpt__piece *p = &c->p[t->first + k];
+    struct ckpt__file *file = &c->f[p->file];
+    const struct ckpt__st_tensor *s;
 
-    enum accel_err rc = ck_open_file(c, p->file, err);
+    enum accel_err rc = ckpt__open_file(c, p->file, err);
 
     if (rc != ACCEL_OK)
         return rc;
-    s = st_find(&file->h, t->t.name);
+    s = ckpt__st_find(&file->h, t->t.name);
     *off = file->h.data_start + s->begin;
     *len = s->end - s->begin;
     return ACCEL_OK;
 }
 
-enum accel_err ck_pread(struct accel_ckpt *c, uint32_t f, void *dst, uint64_t off, uint64_t len,
-                        uint64_t sum, const char *tensor, struct accel_error *err)
+enum accel_err ckpt__pread(struct accel_ckpt *c, uint32_t f, void *dst, uint64_t off, uint64_t len,
+                           uint64_t sum, const char *tensor, struct accel_error *err)
 {
     XXH3_state_t *h = XXH3_createState();
     enum accel_err rc = ACCEL_OK;

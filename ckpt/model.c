@@ -22,12 +22,12 @@
 #include "accel/utf8.h"
 #include "ckpt_int.h"
 
-void ck_step_name(char *buf, size_t len, unsigned long step)
+void ckpt__step_name(char *buf, size_t len, unsigned long step)
 {
     snprintf(buf, len, "step-%08lu", step);
 }
 
-bool ck_parse_step_name(const char *name, unsigned long *step)
+bool ckpt__parse_step_name(const char *name, unsigned long *step)
 {
     unsigned long s = 0;
 
@@ -42,19 +42,19 @@ bool ck_parse_step_name(const char *name, unsigned long *step)
     return true;
 }
 
-void ck_rank_name(char *buf, size_t len, unsigned rank, unsigned world)
+void ckpt__rank_name(char *buf, size_t len, unsigned rank, unsigned world)
 {
     snprintf(buf, len, "rank-%05u-of-%05u.safetensors", rank, world);
 }
 
-bool ck_path(char *buf, size_t len, const char *dir, const char *name)
+bool ckpt__path(char *buf, size_t len, const char *dir, const char *name)
 {
     int n = snprintf(buf, len, "%s/%s", dir, name);
     return n > 0 && (size_t)n < len;
 }
 
-struct accel_ckpt *ck_new(const char *dir, unsigned long step, unsigned world,
-                          struct accel_error *err)
+struct accel_ckpt *ckpt__new(const char *dir, unsigned long step, unsigned world,
+                             struct accel_error *err)
 {
     struct accel_ckpt *c = accel_calloc(1, sizeof *c);
     char name[64];
@@ -64,7 +64,7 @@ struct accel_ckpt *ck_new(const char *dir, unsigned long step, unsigned world,
     c->step = step;
     c->world = world;
     for (unsigned r = 0; r < world; r++) {
-        ck_rank_name(name, sizeof name, r, world);
+        ckpt__rank_name(name, sizeof name, r, world);
         c->f[r].fd = -1;
         if (!(c->f[r].name = accel_strdup(name)))
             goto nomem;
@@ -79,12 +79,13 @@ nomem:
 
 static int tensor_by_name(const void *a, const void *b)
 {
-    return strcmp(((const struct ck_tensor *)a)->t.name, ((const struct ck_tensor *)b)->t.name);
+    return strcmp(((const struct ckpt__tensor *)a)->t.name,
+                  ((const struct ckpt__tensor *)b)->t.name);
 }
 
 static int piece_by_lo(const void *a, const void *b)
 {
-    const struct ck_piece *x = a, *y = b;
+    const struct ckpt__piece *x = a, *y = b;
     return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
@@ -126,18 +127,18 @@ static enum accel_err index_by_file(struct accel_ckpt *c, const char *what, stru
     return ACCEL_OK;
 }
 
-enum accel_err ck_check(struct accel_ckpt *c, const char *what, struct accel_error *err)
+enum accel_err ckpt__check(struct accel_ckpt *c, const char *what, struct accel_error *err)
 {
     qsort(c->t, c->nt, sizeof *c->t, tensor_by_name);
     for (size_t i = 0; i < c->nt; i++) {
-        struct ck_tensor *t = &c->t[i];
-        struct ck_piece *p = c->p + t->first;
+        struct ckpt__tensor *t = &c->t[i];
+        struct ckpt__piece *p = c->p + t->first;
         uint64_t at = 0;
 
         if (i > 0 && !strcmp(c->t[i - 1].t.name, t->t.name))
             return accel_error_set(err, ACCEL_EPARSE, "%s: tensor '%s' twice", what, t->t.name);
         if (!accel_dtype_size(t->t.dtype) || t->t.ndim > ACCEL_CKPT_MAX_DIMS ||
-            !st_numel(t->t.shape, t->t.ndim, &t->numel) ||
+            !ckpt__st_numel(t->t.shape, t->t.ndim, &t->numel) ||
             t->numel > (UINT64_C(1) << 62) / accel_dtype_size(t->t.dtype))
             return accel_error_set(err, ACCEL_EPARSE, "%s: tensor '%s': bad type or shape", what,
                                    t->t.name);
@@ -177,7 +178,7 @@ static cJSON *shape_json(const struct accel_ckpt_tensor *t)
     return a;
 }
 
-char *ck_manifest_json(const struct accel_ckpt *c, struct accel_error *err)
+char *ckpt__manifest_json(const struct accel_ckpt *c, struct accel_error *err)
 {
     cJSON *root = cJSON_CreateObject(), *o, *a;
     char *out = NULL;
@@ -202,7 +203,7 @@ char *ck_manifest_json(const struct accel_ckpt *c, struct accel_error *err)
     if (!(o = cJSON_AddObjectToObject(root, "tensors")))
         goto out;
     for (size_t i = 0; i < c->nt; i++) {
-        const struct ck_tensor *t = &c->t[i];
+        const struct ckpt__tensor *t = &c->t[i];
         cJSON *e = cJSON_CreateObject(), *ps, *shape = shape_json(&t->t);
 
         if (!cJSON_AddItemToObject(o, t->t.name, e) ||
@@ -211,7 +212,7 @@ char *ck_manifest_json(const struct accel_ckpt *c, struct accel_error *err)
             !(ps = cJSON_AddArrayToObject(e, "pieces")))
             goto out;
         for (size_t k = 0; k < t->n; k++) {
-            const struct ck_piece *p = &c->p[t->first + k];
+            const struct ckpt__piece *p = &c->p[t->first + k];
             cJSON *q = cJSON_CreateArray();
             char hex[17];
 
@@ -234,7 +235,7 @@ out:
 
 /* ---------------------------------------------------------------- reading */
 
-bool ck_parse_hex64(const char *s, uint64_t *out)
+bool ckpt__parse_hex64(const char *s, uint64_t *out)
 {
     uint64_t v = 0;
 
@@ -289,7 +290,7 @@ static enum accel_err load_files(struct accel_ckpt *c, const cJSON *a, const cha
     for (const cJSON *f = a->child; f; f = f->next, i++) {
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
         if (!cJSON_IsString(name) || strcmp(name->valuestring, c->f[i].name) != 0 ||
-            !st_json_uint(cJSON_GetObjectItemCaseSensitive(f, "bytes"), &c->f[i].bytes))
+            !ckpt__st_json_uint(cJSON_GetObjectItemCaseSensitive(f, "bytes"), &c->f[i].bytes))
             return accel_error_set(err, ACCEL_EPARSE,
                                    "%s: files[%zu] must be {\"name\": \"%s\", "
                                    "\"bytes\": N}",
@@ -298,7 +299,7 @@ static enum accel_err load_files(struct accel_ckpt *c, const cJSON *a, const cha
     return ACCEL_OK;
 }
 
-static enum accel_err load_tensor(struct accel_ckpt *c, const cJSON *e, struct ck_tensor *t,
+static enum accel_err load_tensor(struct accel_ckpt *c, const cJSON *e, struct ckpt__tensor *t,
                                   const char *path, struct accel_error *err)
 {
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
@@ -318,21 +319,22 @@ static enum accel_err load_tensor(struct accel_ckpt *c, const cJSON *e, struct c
     if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) > ACCEL_CKPT_MAX_DIMS)
         return accel_error_set(err, ACCEL_EPARSE, "%s: tensor '%s': bad shape", path, t->t.name);
     for (const cJSON *d = shape->child; d; d = d->next)
-        if (!st_json_uint(d, &t->t.shape[t->t.ndim++]))
+        if (!ckpt__st_json_uint(d, &t->t.shape[t->t.ndim++]))
             return accel_error_set(err, ACCEL_EPARSE, "%s: tensor '%s': bad shape", path,
                                    t->t.name);
     if (!cJSON_IsArray(ps))
         return accel_error_set(err, ACCEL_EPARSE, "%s: tensor '%s': no pieces", path, t->t.name);
     t->first = c->np;
     for (const cJSON *q = ps->child; q; q = q->next) {
-        struct ck_piece *p = &c->p[c->np];
+        struct ckpt__piece *p = &c->p[c->np];
         uint64_t file;
 
-        if (!cJSON_IsArray(q) || cJSON_GetArraySize(q) != 4 || !st_json_uint(q->child, &file) ||
-            file >= c->nf || !st_json_uint(q->child->next, &p->lo) ||
-            !st_json_uint(q->child->next->next, &p->hi) ||
+        if (!cJSON_IsArray(q) || cJSON_GetArraySize(q) != 4 ||
+            !ckpt__st_json_uint(q->child, &file) || file >= c->nf ||
+            !ckpt__st_json_uint(q->child->next, &p->lo) ||
+            !ckpt__st_json_uint(q->child->next->next, &p->hi) ||
             !cJSON_IsString(q->child->next->next->next) ||
-            !ck_parse_hex64(q->child->next->next->next->valuestring, &p->xxh3))
+            !ckpt__parse_hex64(q->child->next->next->next->valuestring, &p->xxh3))
             return accel_error_set(err, ACCEL_EPARSE,
                                    "%s: tensor '%s': a piece is not [FILE, LO, HI, \"XXH3\"]", path,
                                    t->t.name);
@@ -353,7 +355,7 @@ static size_t count_pieces(const cJSON *ts)
     return n;
 }
 
-enum accel_err ck_load(struct accel_ckpt **out, const char *dir, struct accel_error *err)
+enum accel_err ckpt__load(struct accel_ckpt **out, const char *dir, struct accel_error *err)
 {
     enum accel_err rc;
     char path[4096], *text = NULL;
@@ -365,12 +367,12 @@ enum accel_err ck_load(struct accel_ckpt **out, const char *dir, struct accel_er
     size_t nt, np;
 
     *out = NULL;
-    if (!ck_path(path, sizeof path, dir, CK_MANIFEST))
+    if (!ckpt__path(path, sizeof path, dir, CK_MANIFEST))
         return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", dir);
     rc = accel_read_file(path, ACCEL_CKPT_MAX_MANIFEST, &text, &len, err);
     if (rc != ACCEL_OK)
         return rc;
-    if (!accel_utf8_valid(text, len) || !(root = st_json_object(text, len))) {
+    if (!accel_utf8_valid(text, len) || !(root = ckpt__st_json_object(text, len))) {
         rc = accel_error_set(err, ACCEL_EPARSE, "%s: not a JSON object", path);
         goto out;
     }
@@ -379,14 +381,14 @@ enum accel_err ck_load(struct accel_ckpt **out, const char *dir, struct accel_er
         rc = accel_error_set(err, ACCEL_EPARSE, "%s: 'format' is not \"%s\"", path, CK_FORMAT);
         goto out;
     }
-    if (!st_json_uint(cJSON_GetObjectItemCaseSensitive(root, "version"), &version) ||
+    if (!ckpt__st_json_uint(cJSON_GetObjectItemCaseSensitive(root, "version"), &version) ||
         version != CK_VERSION) {
         rc = accel_error_set(err, ACCEL_EPARSE,
                              "%s: 'version' is not %d (written by another accelrun?)", path,
                              CK_VERSION);
         goto out;
     }
-    if (!st_json_uint(cJSON_GetObjectItemCaseSensitive(root, "step"), &step) ||
+    if (!ckpt__st_json_uint(cJSON_GetObjectItemCaseSensitive(root, "step"), &step) ||
         step > ACCEL_CKPT_MAX_STEP) {
         rc = bad(err, path, "step");
         goto out;
@@ -394,7 +396,7 @@ enum accel_err ck_load(struct accel_ckpt **out, const char *dir, struct accel_er
     {
         const char *base = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
         unsigned long named;
-        if (ck_parse_step_name(base, &named) && named != step) {
+        if (ckpt__parse_step_name(base, &named) && named != step) {
             rc = accel_error_set(err, ACCEL_EPARSE,
                                  "%s: 'step' is %llu but the directory is %s (moved or copied "
                                  "from another?)",
@@ -402,8 +404,8 @@ enum accel_err ck_load(struct accel_ckpt **out, const char *dir, struct accel_er
             goto out;
         }
     }
-    if (!st_json_uint(cJSON_GetObjectItemCaseSensitive(root, "world_size"), &world) || world < 1 ||
-        world > ACCEL_CKPT_MAX_WORLD) {
+    if (!ckpt__st_json_uint(cJSON_GetObjectItemCaseSensitive(root, "world_size"), &world) ||
+        world < 1 || world > ACCEL_CKPT_MAX_WORLD) {
         rc = bad(err, path, "world_size");
         goto out;
     }
@@ -419,7 +421,7 @@ enum accel_err ck_load(struct accel_ckpt **out, const char *dir, struct accel_er
                              path, nt, np, ACCEL_CKPT_MAX_TENSORS, ACCEL_CKPT_MAX_PIECES);
         goto out;
     }
-    c = ck_new(dir, (unsigned long)step, (unsigned)world, err);
+    c = ckpt__new(dir, (unsigned long)step, (unsigned)world, err);
     if (!c) {
         rc = ACCEL_ENOMEM;
         goto out;
@@ -436,7 +438,7 @@ enum accel_err ck_load(struct accel_ckpt **out, const char *dir, struct accel_er
     for (const cJSON *e = ts->child; rc == ACCEL_OK && e; e = e->next)
         rc = load_tensor(c, e, &c->t[c->nt++], path, err);
     if (rc == ACCEL_OK)
-        rc = ck_check(c, path, err);
+        rc = ckpt__check(c, path, err);
 out:
     cJSON_Delete(root);
     accel_free(text);

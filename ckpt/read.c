@@ -58,17 +58,17 @@ const struct accel_ckpt_tensor *accel_ckpt_tensor_at(const struct accel_ckpt *c,
 
 static int name_vs_tensor(const void *name, const void *t)
 {
-    return strcmp(name, ((const struct ck_tensor *)t)->t.name);
+    return strcmp(name, ((const struct ckpt__tensor *)t)->t.name);
 }
 
-static const struct ck_tensor *find(const struct accel_ckpt *c, const char *name)
+static const struct ckpt__tensor *find(const struct accel_ckpt *c, const char *name)
 {
     return c->nt ? bsearch(name, c->t, c->nt, sizeof *c->t, name_vs_tensor) : NULL;
 }
 
 const struct accel_ckpt_tensor *accel_ckpt_find(const struct accel_ckpt *c, const char *name)
 {
-    const struct ck_tensor *t = find(c, name);
+    const struct ckpt__tensor *t = find(c, name);
     return t ? &t->t : NULL;
 }
 
@@ -77,8 +77,8 @@ void accel_ckpt_close(struct accel_ckpt *c)
     if (!c)
         return;
     for (size_t i = 0; i < c->nf; i++) {
-        ck_close_file(c, (uint32_t)i);
-        st_header_free(&c->f[i].h);
+        ckpt__close_file(c, (uint32_t)i);
+        ckpt__st_header_free(&c->f[i].h);
         accel_free(c->f[i].name);
     }
     for (size_t i = 0; i < c->nt; i++)
@@ -104,8 +104,8 @@ static int entry_by_step(const void *a, const void *b)
     return x->step < y->step ? -1 : x->step > y->step;
 }
 
-enum accel_err ck_list(const char *root, bool load, struct accel_ckpt_entry **out, size_t *n,
-                       struct accel_error *err)
+enum accel_err ckpt__list(const char *root, bool load, struct accel_ckpt_entry **out, size_t *n,
+                          struct accel_error *err)
 {
     DIR *d;
     struct dirent *e;
@@ -127,7 +127,8 @@ enum accel_err ck_list(const char *root, bool load, struct accel_ckpt_entry **ou
 
         struct stat st;
 
-        if (!ck_parse_step_name(e->d_name, &step) || !ck_path(dir, sizeof dir, root, e->d_name))
+        if (!ckpt__parse_step_name(e->d_name, &step) ||
+            !ckpt__path(dir, sizeof dir, root, e->d_name))
             continue;
         /* the entry itself, never what a link names: a link planted in a
          * shared root must not make another directory a checkpoint to
@@ -157,9 +158,9 @@ enum accel_err ck_list(const char *root, bool load, struct accel_ckpt_entry **ou
              * soft NFS mount's EIO, ESTALE) must not make a checkpoint look
              * like an attempt to clean up */
             char m[4200];
-            v[len].committed =
-                ck_path(m, sizeof m, dir, CK_MANIFEST) && (access(m, F_OK) == 0 || errno != ENOENT);
-        } else if (ck_load(&c, dir, &ignored) == ACCEL_OK) {
+            v[len].committed = ckpt__path(m, sizeof m, dir, CK_MANIFEST) &&
+                               (access(m, F_OK) == 0 || errno != ENOENT);
+        } else if (ckpt__load(&c, dir, &ignored) == ACCEL_OK) {
             v[len].committed = true;
             v[len].world = c->world;
             for (size_t i = 0; i < c->nf; i++)
@@ -183,7 +184,7 @@ enum accel_err ck_list(const char *root, bool load, struct accel_ckpt_entry **ou
 enum accel_err accel_ckpt_list(const char *root, struct accel_ckpt_entry **out, size_t *n,
                                struct accel_error *err)
 {
-    return ck_list(root, true, out, n, err);
+    return ckpt__list(root, true, out, n, err);
 }
 
 enum accel_err accel_ckpt_open(struct accel_ckpt **out, const char *path, struct accel_error *err)
@@ -194,11 +195,11 @@ enum accel_err accel_ckpt_open(struct accel_ckpt **out, const char *path, struct
     enum accel_err rc;
 
     *out = NULL;
-    if (!path || !ck_path(manifest, sizeof manifest, path, CK_MANIFEST))
+    if (!path || !ckpt__path(manifest, sizeof manifest, path, CK_MANIFEST))
         return accel_error_set(err, ACCEL_EINVAL, "checkpoint open: no path, or one too long");
     if (access(manifest, F_OK) == 0) /* a checkpoint directory */
-        return ck_load(out, path, err);
-    rc = ck_list(path, false, &e, &n, err);
+        return ckpt__load(out, path, err);
+    rc = ckpt__list(path, false, &e, &n, err);
     if (rc != ACCEL_OK)
         return rc;
     for (size_t i = n; i-- > 0;) {
@@ -208,9 +209,9 @@ enum accel_err accel_ckpt_open(struct accel_ckpt **out, const char *path, struct
         }
         /* the newest with a manifest: its error if it does not load, never
          * an older one in its place */
-        ck_path(dir, sizeof dir, path, e[i].name);
+        ckpt__path(dir, sizeof dir, path, e[i].name);
         accel_free(e);
-        return ck_load(out, dir, err);
+        return ckpt__load(out, dir, err);
     }
     accel_free(e);
     if (n == 0)
@@ -223,7 +224,7 @@ enum accel_err accel_ckpt_open(struct accel_ckpt **out, const char *path, struct
 }
 
 /* The first piece of t whose range ends after element lo. */
-static size_t first_piece(const struct accel_ckpt *c, const struct ck_tensor *t, uint64_t lo)
+static size_t first_piece(const struct accel_ckpt *c, const struct ckpt__tensor *t, uint64_t lo)
 {
     size_t a = 0, b = t->n;
 
@@ -237,7 +238,7 @@ static size_t first_piece(const struct accel_ckpt *c, const struct ck_tensor *t,
     return a;
 }
 
-static enum accel_err read_range(struct accel_ckpt *c, const struct ck_tensor *t, uint64_t lo,
+static enum accel_err read_range(struct accel_ckpt *c, const struct ckpt__tensor *t, uint64_t lo,
                                  uint64_t hi, char *dst, struct accel_error *err)
 {
     size_t esz = accel_dtype_size(t->t.dtype);
@@ -246,14 +247,14 @@ static enum accel_err read_range(struct accel_ckpt *c, const struct ck_tensor *t
         return ACCEL_OK;
 
     for (size_t k = first_piece(c, t, lo); k < t->n && c->p[t->first + k].lo < hi; k++) {
-        const struct ck_piece *p = &c->p[t->first + k];
+        const struct ckpt__piece *p = &c->p[t->first + k];
         uint64_t off, len, a = p->lo > lo ? p->lo : lo, b = p->hi < hi ? p->hi : hi;
-        enum accel_err rc = ck_piece_at(c, t, k, &off, &len, err);
+        enum accel_err rc = ckpt__piece_at(c, t, k, &off, &len, err);
 
         if (rc != ACCEL_OK)
             return rc;
         if (a == p->lo && b == p->hi) { /* the whole piece: straight in */
-            rc = ck_pread(c, p->file, dst + (a - lo) * esz, off, len, p->xxh3, t->t.name, err);
+            rc = ckpt__pread(c, p->file, dst + (a - lo) * esz, off, len, p->xxh3, t->t.name, err);
         } else { /* part of it: the piece is read whole (for its checksum) */
             if (c->scratch_len < len) {
                 void *s = accel_realloc(c->scratch, (size_t)len);
@@ -263,7 +264,7 @@ static enum accel_err read_range(struct accel_ckpt *c, const struct ck_tensor *t
                 c->scratch = s;
                 c->scratch_len = (size_t)len;
             }
-            rc = ck_pread(c, p->file, c->scratch, off, len, p->xxh3, t->t.name, err);
+            rc = ckpt__pread(c, p->file, c->scratch, off, len, p->xxh3, t->t.name, err);
             if (rc == ACCEL_OK)
                 memcpy(dst + (a - lo) * esz, (char *)c->scratch + (a - p->lo) * esz,
                        (size_t)((b - a) * esz));
@@ -277,7 +278,7 @@ static enum accel_err read_range(struct accel_ckpt *c, const struct ck_tensor *t
 enum accel_err accel_ckpt_read(struct accel_ckpt *c, const char *name, enum accel_dtype dtype,
                                uint64_t lo, uint64_t hi, void *dst, struct accel_error *err)
 {
-    const struct ck_tensor *t = name ? find(c, name) : NULL;
+    const struct ckpt__tensor *t = name ? find(c, name) : NULL;
 
     if (!t)
         return accel_error_set(err, ACCEL_ENOTFOUND, "%s: no tensor '%s' in the checkpoint", c->dir,
@@ -296,8 +297,8 @@ enum accel_err accel_ckpt_check_files(struct accel_ckpt *c, struct accel_error *
     enum accel_err rc = ACCEL_OK;
 
     for (uint32_t f = 0; rc == ACCEL_OK && f < c->nf; f++) {
-        rc = ck_open_file(c, f, err);
-        ck_close_file(c, f); /* a listing of thousands of ranks holds none open */
+        rc = ckpt__open_file(c, f, err);
+        ckpt__close_file(c, f); /* a listing of thousands of ranks holds none open */
     }
     return rc;
 }
@@ -308,15 +309,15 @@ enum accel_err accel_ckpt_verify(struct accel_ckpt *c, struct accel_error *err)
 
     for (size_t i = 0; rc == ACCEL_OK && i < c->nt; i++)
         for (size_t k = 0; rc == ACCEL_OK && k < c->t[i].n; k++) {
-            const struct ck_piece *p = &c->p[c->t[i].first + k];
+            const struct ckpt__piece *p = &c->p[c->t[i].first + k];
             uint64_t off, len;
 
-            rc = ck_piece_at(c, &c->t[i], k, &off, &len, err);
+            rc = ckpt__piece_at(c, &c->t[i], k, &off, &len, err);
             if (rc == ACCEL_OK) /* through the scratch buffer, chunk by chunk */
-                rc = ck_pread(c, p->file, NULL, off, len, p->xxh3, c->t[i].t.name, err);
+                rc = ckpt__pread(c, p->file, NULL, off, len, p->xxh3, c->t[i].t.name, err);
         }
     /* and the files that hold no piece (a rank whose slices were all padding) */
     for (uint32_t f = 0; rc == ACCEL_OK && f < c->nf; f++)
-        rc = ck_open_file(c, f, err);
+        rc = ckpt__open_file(c, f, err);
     return rc;
 }

@@ -96,7 +96,7 @@ static enum accel_err check_args(const struct accel_ckpt_save_opts *o,
                                    "name in safetensors",
                                    i);
         if (!accel_dtype_st_name(t->dtype) || t->ndim > ACCEL_CKPT_MAX_DIMS ||
-            !st_numel(t->shape, t->ndim, &numel) ||
+            !ckpt__st_numel(t->shape, t->ndim, &numel) ||
             numel > (UINT64_C(1) << 48) / accel_dtype_size(t->dtype))
             return accel_error_set(err, ACCEL_EINVAL,
                                    "checkpoint save: tensor '%s': bad type "
@@ -153,11 +153,11 @@ static enum accel_err write_rank(const struct accel_ckpt_save_opts *o, const cha
 {
     enum accel_err rc = ACCEL_ENOMEM;
     struct accel_ckpt_tensor *flat = accel_calloc(n ? n : 1, sizeof *flat);
-    struct st_out *out = accel_calloc(n ? n : 1, sizeof *out);
+    struct ckpt__st_out *out = accel_calloc(n ? n : 1, sizeof *out);
     size_t *seq = accel_calloc(n ? n : 1, sizeof *seq);
     cJSON *doc = cJSON_CreateObject(), *ps = cJSON_AddObjectToObject(doc, "pieces");
     char *pieces = NULL, *head = NULL, name[64];
-    struct ck_out f = {.fd = -1};
+    struct ckpt__out f = {.fd = -1};
     size_t hlen;
 
     if (!flat || !out || !seq || !ps || !cJSON_AddNumberToObject(doc, "rank", o->rank) ||
@@ -172,24 +172,24 @@ static enum accel_err write_rank(const struct accel_ckpt_save_opts *o, const cha
         if (!e || !cJSON_AddItemToObject(ps, pc[i].t.name, e))
             goto nomem;
         flat[i] = (struct accel_ckpt_tensor){pc[i].t.name, pc[i].t.dtype, 1, {pc[i].hi - pc[i].lo}};
-        out[i] = (struct st_out){&flat[i], bytes, 0};
+        out[i] = (struct ckpt__st_out){&flat[i], bytes, 0};
     }
     pieces = cJSON_PrintUnformatted(doc);
     if (!pieces)
         goto nomem;
     {
         const struct accel_ckpt_kv meta[] = {{"format", "pt"}, {CK_META_PIECES, pieces}};
-        rc = st_build(out, n, meta, 2, &head, &hlen, seq, err);
+        rc = ckpt__st_build(out, n, meta, 2, &head, &hlen, seq, err);
     }
     if (rc != ACCEL_OK)
         goto out;
-    ck_rank_name(name, sizeof name, o->rank, o->world);
-    rc = ck_out_open(&f, dir, name, err);
+    ckpt__rank_name(name, sizeof name, o->rank, o->world);
+    rc = ckpt__out_open(&f, dir, name, err);
     if (rc == ACCEL_OK)
-        rc = ck_out_write(&f, head, hlen, err);
-    for (size_t k = 0; rc == ACCEL_OK && k < n; k++) /* in the order st_build laid out */
-        rc = ck_out_write(&f, pc[seq[k]].data, out[seq[k]].bytes, err);
-    rc = ck_out_close(&f, rc, err);
+        rc = ckpt__out_write(&f, head, hlen, err);
+    for (size_t k = 0; rc == ACCEL_OK && k < n; k++) /* in the order ckpt__st_build laid out */
+        rc = ckpt__out_write(&f, pc[seq[k]].data, out[seq[k]].bytes, err);
+    rc = ckpt__out_close(&f, rc, err);
     goto out;
 nomem:
     rc = accel_error_set(err, ACCEL_ENOMEM, "checkpoint save: out of memory");
@@ -237,8 +237,8 @@ static enum accel_err make_dirs(const struct accel_ckpt_save_opts *o, char *dir,
     enum accel_err rc;
     struct stat st;
 
-    ck_step_name(name, sizeof name, o->step);
-    if (!ck_path(dir, len, o->root, name))
+    ckpt__step_name(name, sizeof name, o->step);
+    if (!ckpt__path(dir, len, o->root, name))
         return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", o->root);
     if (mkdir(o->root, 0777) != 0 && errno != EEXIST)
         return accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO,
@@ -257,7 +257,7 @@ static enum accel_err make_dirs(const struct accel_ckpt_save_opts *o, char *dir,
                                "%s belongs to uid %u, not to this process's uid %u: a step is "
                                "saved into a directory of its own",
                                dir, (unsigned)st.st_uid, (unsigned)geteuid());
-    if (ck_path(manifest, sizeof manifest, dir, CK_MANIFEST) && access(manifest, F_OK) == 0)
+    if (ckpt__path(manifest, sizeof manifest, dir, CK_MANIFEST) && access(manifest, F_OK) == 0)
         return accel_error_set(err, ACCEL_EINVAL,
                                "%s already holds a committed checkpoint (step %lu); steps are "
                                "saved once",
@@ -291,7 +291,7 @@ enum accel_err accel_ckpt_save(const struct accel_ckpt_save_opts *o,
                                "nothing was committed",
                                o->step);
     if (o->rank == 0)
-        rc = ck_commit(o, dir, err);
+        rc = ckpt__commit(o, dir, err);
     arc = o->agree(o->agree_ctx, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
     if (rc != ACCEL_OK)
         return rc;
@@ -304,6 +304,6 @@ enum accel_err accel_ckpt_save(const struct accel_ckpt_save_opts *o,
                                o->step);
     /* after the agreement, so that no rank waits in it for the clean-up */
     if (o->rank == 0)
-        ck_after_commit(o);
+        ckpt__after_commit(o);
     return ACCEL_OK;
 }

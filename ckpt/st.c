@@ -30,19 +30,20 @@ static const struct {
 
 static int by_name(const void *a, const void *b)
 {
-    return strcmp(((const struct st_tensor *)a)->name, ((const struct st_tensor *)b)->name);
+    return strcmp(((const struct ckpt__st_tensor *)a)->name,
+                  ((const struct ckpt__st_tensor *)b)->name);
 }
 
 static int by_begin(const void *a, const void *b)
 {
-    const struct st_tensor *x = a, *y = b;
+    const struct ckpt__st_tensor *x = a, *y = b;
 
     if (x->begin != y->begin)
         return x->begin < y->begin ? -1 : 1;
     return x->end < y->end ? -1 : x->end > y->end;
 }
 
-bool st_numel(const uint64_t *shape, unsigned ndim, uint64_t *numel)
+bool ckpt__st_numel(const uint64_t *shape, unsigned ndim, uint64_t *numel)
 {
     uint64_t n = 1;
 
@@ -55,7 +56,7 @@ bool st_numel(const uint64_t *shape, unsigned ndim, uint64_t *numel)
     return true;
 }
 
-bool st_json_uint(const cJSON *v, uint64_t *out)
+bool ckpt__st_json_uint(const cJSON *v, uint64_t *out)
 {
     if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || v->valuedouble > ST_MAX_INT ||
         (double)(uint64_t)v->valuedouble != v->valuedouble)
@@ -104,7 +105,7 @@ static bool json_strict(const char *json, size_t n)
     return true;
 }
 
-cJSON *st_json_object(const char *json, size_t n)
+cJSON *ckpt__st_json_object(const char *json, size_t n)
 {
     const char *end = NULL;
     size_t i = 0;
@@ -127,7 +128,7 @@ cJSON *st_json_object(const char *json, size_t n)
     return root;
 }
 
-void st_header_free(struct st_header *h)
+void ckpt__st_header_free(struct ckpt__st_header *h)
 {
     if (!h)
         return;
@@ -143,7 +144,7 @@ void st_header_free(struct st_header *h)
     memset(h, 0, sizeof *h);
 }
 
-static enum accel_err parse_meta(const cJSON *m, const char *what, struct st_header *h,
+static enum accel_err parse_meta(const cJSON *m, const char *what, struct ckpt__st_header *h,
                                  struct accel_error *err)
 {
     size_t n = 0, i = 0;
@@ -186,7 +187,7 @@ static enum accel_err parse_meta(const cJSON *m, const char *what, struct st_hea
     return ACCEL_OK;
 }
 
-static enum accel_err parse_tensor(const cJSON *v, const char *what, struct st_tensor *t,
+static enum accel_err parse_tensor(const cJSON *v, const char *what, struct ckpt__st_tensor *t,
                                    struct accel_error *err)
 {
     const cJSON *dt = NULL, *shape = NULL, *off = NULL;
@@ -235,17 +236,18 @@ static enum accel_err parse_tensor(const cJSON *v, const char *what, struct st_t
         if (t->ndim == ACCEL_CKPT_MAX_DIMS)
             return accel_error_set(err, ACCEL_ETOOBIG, "%s: tensor '%s' has over %d dimensions",
                                    what, v->string, ACCEL_CKPT_MAX_DIMS);
-        if (!st_json_uint(d, &t->shape[t->ndim++]))
+        if (!ckpt__st_json_uint(d, &t->shape[t->ndim++]))
             return accel_error_set(err, ACCEL_EPARSE,
                                    "%s: tensor '%s': a dimension is not an integer >= 0", what,
                                    v->string);
     }
     if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 ||
-        !st_json_uint(off->child, &t->begin) || !st_json_uint(off->child->next, &t->end))
+        !ckpt__st_json_uint(off->child, &t->begin) ||
+        !ckpt__st_json_uint(off->child->next, &t->end))
         return accel_error_set(err, ACCEL_EPARSE,
                                "%s: tensor '%s': data_offsets is not [begin, end]", what,
                                v->string);
-    if (!st_numel(t->shape, t->ndim, &numel) || numel > UINT64_MAX / t->bits)
+    if (!ckpt__st_numel(t->shape, t->ndim, &numel) || numel > UINT64_MAX / t->bits)
         return accel_error_set(err, ACCEL_EPARSE, "%s: tensor '%s': its size overflows", what,
                                v->string);
     if (numel * t->bits % 8)
@@ -262,8 +264,8 @@ static enum accel_err parse_tensor(const cJSON *v, const char *what, struct st_t
     return ACCEL_OK;
 }
 
-enum accel_err st_parse(const char *json, size_t n, uint64_t data_len, const char *what,
-                        struct st_header *h, struct accel_error *err)
+enum accel_err ckpt__st_parse(const char *json, size_t n, uint64_t data_len, const char *what,
+                              struct ckpt__st_header *h, struct accel_error *err)
 {
     enum accel_err rc = ACCEL_OK;
     cJSON *root = NULL;
@@ -274,7 +276,7 @@ enum accel_err st_parse(const char *json, size_t n, uint64_t data_len, const cha
     h->data_start = 8 + (uint64_t)n;
     if (!accel_utf8_valid(json, n))
         return accel_error_set(err, ACCEL_EPARSE, "%s: the header is not UTF-8", what);
-    root = st_json_object(json, n);
+    root = ckpt__st_json_object(json, n);
     if (!root) {
         rc = accel_error_set(err, ACCEL_EPARSE, "%s: the header is not a JSON object", what);
         goto out;
@@ -337,7 +339,7 @@ enum accel_err st_parse(const char *json, size_t n, uint64_t data_len, const cha
 out:
     cJSON_Delete(root);
     if (rc != ACCEL_OK)
-        st_header_free(h);
+        ckpt__st_header_free(h);
     return rc;
 }
 
@@ -361,8 +363,8 @@ static enum accel_err pread_all(int fd, void *buf, size_t n, uint64_t off, const
     return ACCEL_OK;
 }
 
-enum accel_err st_read(int fd, uint64_t file_size, size_t max_header, const char *what,
-                       struct st_header *h, struct accel_error *err)
+enum accel_err ckpt__st_read(int fd, uint64_t file_size, size_t max_header, const char *what,
+                             struct ckpt__st_header *h, struct accel_error *err)
 {
     unsigned char len8[8];
     uint64_t n = 0;
@@ -391,22 +393,22 @@ enum accel_err st_read(int fd, uint64_t file_size, size_t max_header, const char
         return accel_error_set(err, ACCEL_ENOMEM, "%s: out of memory", what);
     rc = pread_all(fd, json, n, 8, what, err);
     if (rc == ACCEL_OK)
-        rc = st_parse(json, n, file_size - 8 - n, what, h, err);
+        rc = ckpt__st_parse(json, n, file_size - 8 - n, what, h, err);
     accel_free(json);
     return rc;
 }
 
 static int name_vs_tensor(const void *name, const void *t)
 {
-    return strcmp(name, ((const struct st_tensor *)t)->name);
+    return strcmp(name, ((const struct ckpt__st_tensor *)t)->name);
 }
 
-const struct st_tensor *st_find(const struct st_header *h, const char *name)
+const struct ckpt__st_tensor *ckpt__st_find(const struct ckpt__st_header *h, const char *name)
 {
     return h->nt ? bsearch(name, h->t, h->nt, sizeof *h->t, name_vs_tensor) : NULL;
 }
 
-const char *st_meta(const struct st_header *h, const char *key)
+const char *ckpt__st_meta(const struct ckpt__st_header *h, const char *key)
 {
     for (size_t i = 0; i < h->nmeta; i++)
         if (!strcmp(h->meta_key[i], key))
@@ -418,8 +420,8 @@ const char *st_meta(const struct st_header *h, const char *key)
 
 static int by_size_then_name(const void *a, const void *b)
 {
-    const struct st_out *x = *(const struct st_out *const *)a;
-    const struct st_out *y = *(const struct st_out *const *)b;
+    const struct ckpt__st_out *x = *(const struct ckpt__st_out *const *)a;
+    const struct ckpt__st_out *y = *(const struct ckpt__st_out *const *)b;
     size_t sx = accel_dtype_size(x->t->dtype), sy = accel_dtype_size(y->t->dtype);
 
     if (sx != sy)
@@ -427,11 +429,12 @@ static int by_size_then_name(const void *a, const void *b)
     return strcmp(x->t->name, y->t->name);
 }
 
-enum accel_err st_build(struct st_out *o, size_t n, const struct accel_ckpt_kv *meta, size_t nmeta,
-                        char **out, size_t *len, size_t *seq, struct accel_error *err)
+enum accel_err ckpt__st_build(struct ckpt__st_out *o, size_t n, const struct accel_ckpt_kv *meta,
+                              size_t nmeta, char **out, size_t *len, size_t *seq,
+                              struct accel_error *err)
 {
     enum accel_err rc = ACCEL_ENOMEM;
-    struct st_out **order = NULL;
+    struct ckpt__st_out **order = NULL;
     cJSON *root = cJSON_CreateObject(), *m = NULL;
     char *json = NULL, *buf = NULL;
     uint64_t at = 0;
@@ -459,7 +462,7 @@ enum accel_err st_build(struct st_out *o, size_t n, const struct accel_ckpt_kv *
         cJSON *e, *a;
 
         if (!accel_dtype_st_name(t->dtype) || t->ndim > ACCEL_CKPT_MAX_DIMS ||
-            !st_numel(t->shape, t->ndim, &numel) ||
+            !ckpt__st_numel(t->shape, t->ndim, &numel) ||
             order[i]->bytes != numel * accel_dtype_size(t->dtype)) {
             rc = accel_error_set(err, ACCEL_EINVAL,
                                  "tensor '%s': %llu bytes do not match its type and shape", t->name,

@@ -24,7 +24,7 @@
 
 #define ST_MAX_HEADER 100000000u
 
-struct st_tensor {
+struct ckpt__st_tensor {
     char *name;
     const char *dtype; /* safetensors' name ("F32"), static */
     unsigned bits;     /* per element */
@@ -33,9 +33,9 @@ struct st_tensor {
     uint64_t begin, end; /* bytes, relative to the data buffer */
 };
 
-struct st_header {
-    uint64_t data_start; /* 8 + N: the data buffer's offset in the file */
-    struct st_tensor *t; /* sorted by name */
+struct ckpt__st_header {
+    uint64_t data_start;       /* 8 + N: the data buffer's offset in the file */
+    struct ckpt__st_tensor *t; /* sorted by name */
     size_t nt;
     char **meta_key, **meta_val; /* __metadata__, sorted by key */
     size_t nmeta;
@@ -47,24 +47,24 @@ struct st_header {
  * ACCEL_EPARSE (the message says which rule and which tensor), ACCEL_ETOOBIG
  * (more than ACCEL_CKPT_MAX_TENSORS tensors, ACCEL_CKPT_MAX_DIMS dims or a
  * name over ACCEL_CKPT_MAX_NAME bytes), ACCEL_ENOMEM. */
-enum accel_err st_parse(const char *json, size_t n, uint64_t data_len, const char *what,
-                        struct st_header *h, struct accel_error *err);
+enum accel_err ckpt__st_parse(const char *json, size_t n, uint64_t data_len, const char *what,
+                              struct ckpt__st_header *h, struct accel_error *err);
 
 /* Reads and parses the header of the open file fd of file_size bytes; the
  * header may be at most max_header bytes (<= ST_MAX_HEADER).  Errors as
- * st_parse, and ACCEL_EIO. */
-enum accel_err st_read(int fd, uint64_t file_size, size_t max_header, const char *what,
-                       struct st_header *h, struct accel_error *err);
+ * ckpt__st_parse, and ACCEL_EIO. */
+enum accel_err ckpt__st_read(int fd, uint64_t file_size, size_t max_header, const char *what,
+                             struct ckpt__st_header *h, struct accel_error *err);
 
-const struct st_tensor *st_find(const struct st_header *h, const char *name);
-const char *st_meta(const struct st_header *h, const char *key);
-void st_header_free(struct st_header *h);
+const struct ckpt__st_tensor *ckpt__st_find(const struct ckpt__st_header *h, const char *name);
+const char *ckpt__st_meta(const struct ckpt__st_header *h, const char *key);
+void ckpt__st_header_free(struct ckpt__st_header *h);
 
 /* One tensor to write. */
-struct st_out {
+struct ckpt__st_out {
     const struct accel_ckpt_tensor *t; /* name, dtype and shape of the stored tensor */
     uint64_t bytes;                    /* must equal numel x element size */
-    uint64_t begin;                    /* set by st_build: offset in the data buffer */
+    uint64_t begin;                    /* set by ckpt__st_build: offset in the data buffer */
 };
 
 /* Builds the first 8 + N bytes of a file holding the n tensors of `o` (each
@@ -73,12 +73,13 @@ struct st_out {
  * order their data follows the header.  Names must be unique (the caller's
  * check).  Errors: ACCEL_EINVAL (bytes that do not match the shape),
  * ACCEL_ETOOBIG, ACCEL_ENOMEM. */
-enum accel_err st_build(struct st_out *o, size_t n, const struct accel_ckpt_kv *meta, size_t nmeta,
-                        char **out, size_t *len, size_t *seq, struct accel_error *err);
+enum accel_err ckpt__st_build(struct ckpt__st_out *o, size_t n, const struct accel_ckpt_kv *meta,
+                              size_t nmeta, char **out, size_t *len, size_t *seq,
+                              struct accel_error *err);
 
 /* A JSON number that is an integer in [0, 2^53] (exact in cJSON's double). */
 struct cJSON;
-bool st_json_uint(const struct cJSON *v, uint64_t *out);
+bool ckpt__st_json_uint(const struct cJSON *v, uint64_t *out);
 
 /* The n bytes of `json` as one JSON object, as serde_json reads a document
  * into the safetensors header's types: only JSON whitespace (space, tab, CR,
@@ -87,9 +88,9 @@ bool st_json_uint(const struct cJSON *v, uint64_t *out);
  * takes control bytes in strings, reads "4.0" and "-0" as integers, and
  * ignores what follows the value).  The manifest has the same number rule.
  * A new tree (cJSON_Delete), or NULL. */
-struct cJSON *st_json_object(const char *json, size_t n);
+struct cJSON *ckpt__st_json_object(const char *json, size_t n);
 
 /* numel of a shape, false on overflow of 2^63. */
-bool st_numel(const uint64_t *shape, unsigned ndim, uint64_t *numel);
+bool ckpt__st_numel(const uint64_t *shape, unsigned ndim, uint64_t *numel);
 
 #endif

@@ -72,7 +72,7 @@ static void key_path(const struct accel_store *s, const char *kind, const char *
     for (const unsigned char *p = (const unsigned char *)key; *p != '\0'; p++) {
         if (n + 3 >= NAME_MAX_ENC) {
             n = (size_t)snprintf(enc, sizeof(enc), "#%016" PRIx64,
-                                 store_fnv1a(STORE_FNV_OFFSET, key, strlen(key)));
+                                 bootstrap__fnv1a(STORE_FNV_OFFSET, key, strlen(key)));
             break;
         }
         if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
@@ -445,7 +445,7 @@ enum accel_err accel_store_open_dir(struct accel_store **out, const struct accel
         accel_free(s);
         return accel_error_set(err, ACCEL_ENOMEM, "store: out of memory");
     }
-    s->ops = &store_file_ops;
+    s->ops = &bootstrap__file_ops;
     s->fd = -1;
     s->nonce = opts->nonce;
     s->rank = opts->rank;
@@ -456,7 +456,7 @@ enum accel_err accel_store_open_dir(struct accel_store **out, const struct accel
     return ACCEL_OK;
 }
 
-const struct store_ops store_file_ops = {
+const struct bootstrap__ops bootstrap__file_ops = {
     .set = file_set,
     .get = file_get,
     .wait = file_wait,

@@ -37,7 +37,7 @@ static uint64_t get64(const uint8_t *p)
     return v;
 }
 
-void store_frame_encode(uint8_t out[STORE_HDR], const struct store_frame *f)
+void bootstrap__frame_encode(uint8_t out[STORE_HDR], const struct bootstrap__frame *f)
 {
     put32(out, STORE_MAGIC);
     out[4] = STORE_VERSION;
@@ -52,9 +52,9 @@ void store_frame_encode(uint8_t out[STORE_HDR], const struct store_frame *f)
     put32(out + 36, 0);
 }
 
-const char *store_op_name(unsigned op)
+const char *bootstrap__op_name(unsigned op)
 {
-    switch ((enum store_op)(op & ~(unsigned)STORE_REPLY)) {
+    switch ((enum bootstrap__op)(op & ~(unsigned)STORE_REPLY)) {
     case STORE_HELLO:
         return "hello";
     case STORE_SET:
@@ -73,8 +73,8 @@ const char *store_op_name(unsigned op)
     return "?";
 }
 
-enum accel_err store_frame_decode(const uint8_t *in, bool reply, struct store_frame *f,
-                                  struct accel_error *err)
+enum accel_err bootstrap__frame_decode(const uint8_t *in, bool reply, struct bootstrap__frame *f,
+                                       struct accel_error *err)
 {
     unsigned op;
 
@@ -104,10 +104,10 @@ enum accel_err store_frame_decode(const uint8_t *in, bool reply, struct store_fr
         return accel_error_set(err, ACCEL_EPARSE, "unknown op %u", op);
     if (f->klen > ACCEL_STORE_MAX_KEY)
         return accel_error_set(err, ACCEL_ETOOBIG, "%s: key of %u bytes; the limit is %d",
-                               store_op_name(op), f->klen, ACCEL_STORE_MAX_KEY);
+                               bootstrap__op_name(op), f->klen, ACCEL_STORE_MAX_KEY);
     if (f->vlen > ACCEL_STORE_MAX_VALUE)
         return accel_error_set(err, ACCEL_ETOOBIG, "%s: value of %u bytes; the limit is %u",
-                               store_op_name(op), f->vlen, ACCEL_STORE_MAX_VALUE);
+                               bootstrap__op_name(op), f->vlen, ACCEL_STORE_MAX_VALUE);
     if (reply) {
         if (f->klen != 0)
             return accel_error_set(err, ACCEL_EPARSE, "a reply with a key");
@@ -120,10 +120,10 @@ enum accel_err store_frame_decode(const uint8_t *in, bool reply, struct store_fr
     if (f->status != 0)
         return accel_error_set(err, ACCEL_EPARSE, "a request with a status");
     if ((op == STORE_HELLO) != (f->klen == 0))
-        return accel_error_set(err, ACCEL_EINVAL, "%s: %s", store_op_name(op),
+        return accel_error_set(err, ACCEL_EINVAL, "%s: %s", bootstrap__op_name(op),
                                op == STORE_HELLO ? "carries a key" : "empty key");
     if (op != STORE_SET && f->vlen != 0)
-        return accel_error_set(err, ACCEL_EINVAL, "%s: carries a value", store_op_name(op));
+        return accel_error_set(err, ACCEL_EINVAL, "%s: carries a value", bootstrap__op_name(op));
     if (op == STORE_BARRIER && (f->arg < 1 || f->arg > ACCEL_STORE_MAX_CLIENTS))
         return accel_error_set(err, ACCEL_EINVAL, "barrier of %lld clients", (long long)f->arg);
     return ACCEL_OK;

@@ -21,21 +21,21 @@
 #include "accel/alloc.h"
 #include "store_int.h"
 
-struct store_entry {
-    struct store_entry *next; /* in its bucket */
+struct bootstrap__entry {
+    struct bootstrap__entry *next; /* in its bucket */
     uint64_t hash;
     uint8_t *val;
     uint32_t vlen;
     bool set;
-    int64_t count;              /* barrier arrivals */
-    struct store_conn *waiters; /* parked on this key */
+    int64_t count;                   /* barrier arrivals */
+    struct bootstrap__conn *waiters; /* parked on this key */
     uint32_t klen;
     uint8_t key[];
 };
 
 #define FIRST_BUCKETS 1024
 
-uint64_t store_fnv1a(uint64_t h, const void *data, size_t len)
+uint64_t bootstrap__fnv1a(uint64_t h, const void *data, size_t len)
 {
     const uint8_t *p = data;
     for (size_t i = 0; i < len; i++) {
@@ -45,7 +45,8 @@ uint64_t store_fnv1a(uint64_t h, const void *data, size_t len)
     return h;
 }
 
-enum accel_err store_core_init(struct store_core *core, uint64_t nonce, uint64_t max_bytes)
+enum accel_err bootstrap__core_init(struct bootstrap__core *core, uint64_t nonce,
+                                    uint64_t max_bytes)
 {
     memset(core, 0, sizeof(*core));
     core->nonce = nonce;
@@ -57,12 +58,12 @@ enum accel_err store_core_init(struct store_core *core, uint64_t nonce, uint64_t
     return ACCEL_OK;
 }
 
-void store_core_free(struct store_core *core)
+void bootstrap__core_free(struct bootstrap__core *core)
 {
     if (core == NULL || core->buckets == NULL)
         return;
     for (size_t i = 0; i < core->nbuckets; i++) {
-        struct store_entry *e = core->buckets[i], *next;
+        struct bootstrap__entry *e = core->buckets[i], *next;
         for (; e != NULL; e = next) {
             next = e->next;
             accel_free(e->val);
@@ -75,7 +76,7 @@ void store_core_free(struct store_core *core)
 
 /* ---------------------------------------------------------------- output */
 
-void store_core_touch(struct store_core *core, struct store_conn *c)
+void bootstrap__core_touch(struct bootstrap__core *core, struct bootstrap__conn *c)
 {
     if (c->touched)
         return;
@@ -87,9 +88,9 @@ void store_core_touch(struct store_core *core, struct store_conn *c)
     core->touched = c;
 }
 
-struct store_conn *store_core_next_touched(struct store_core *core)
+struct bootstrap__conn *bootstrap__core_next_touched(struct bootstrap__core *core)
 {
-    struct store_conn *c = core->touched;
+    struct bootstrap__conn *c = core->touched;
     if (c == NULL)
         return NULL;
     core->touched = c->tnext;
@@ -102,7 +103,7 @@ struct store_conn *store_core_next_touched(struct store_core *core)
 
 /* Makes room for `n` more bytes of output; false (and the connection dead)
  * when memory runs out. */
-static bool out_reserve(struct store_conn *c, size_t n)
+static bool out_reserve(struct bootstrap__conn *c, size_t n)
 {
     size_t want, cap;
     uint8_t *p;
@@ -132,12 +133,12 @@ static bool out_reserve(struct store_conn *c, size_t n)
     return true;
 }
 
-static void reply(struct store_core *core, struct store_conn *c, unsigned op, enum accel_err status,
-                  int64_t arg, const void *val, size_t vlen)
+static void reply(struct bootstrap__core *core, struct bootstrap__conn *c, unsigned op,
+                  enum accel_err status, int64_t arg, const void *val, size_t vlen)
 {
-    struct store_frame f = {0};
+    struct bootstrap__frame f = {0};
 
-    store_core_touch(core, c);
+    bootstrap__core_touch(core, c);
     if (c->dead || !out_reserve(c, STORE_HDR + vlen))
         return;
     f.op = (uint8_t)(op | STORE_REPLY);
@@ -145,17 +146,17 @@ static void reply(struct store_core *core, struct store_conn *c, unsigned op, en
     f.nonce = c->authed ? core->nonce : 0; /* only to a client that proved it knows it */
     f.vlen = (uint32_t)vlen;
     f.arg = arg;
-    store_frame_encode(c->out + c->out_len, &f);
+    bootstrap__frame_encode(c->out + c->out_len, &f);
     if (vlen > 0)
         memcpy(c->out + c->out_len + STORE_HDR, val, vlen);
     c->out_len += STORE_HDR + vlen;
 }
 
 /* An error reply with a message; `close` marks a client that broke a rule. */
-static void reply_err(struct store_core *core, struct store_conn *c, unsigned op,
+static void reply_err(struct bootstrap__core *core, struct bootstrap__conn *c, unsigned op,
                       enum accel_err status, bool close, const char *fmt, ...) ACCEL_PRINTF(6, 7);
 
-static void reply_err(struct store_core *core, struct store_conn *c, unsigned op,
+static void reply_err(struct bootstrap__core *core, struct bootstrap__conn *c, unsigned op,
                       enum accel_err status, bool close, const char *fmt, ...)
 {
     char msg[STORE_MAX_MSG];
@@ -174,33 +175,33 @@ static void reply_err(struct store_core *core, struct store_conn *c, unsigned op
         c->closing = true;
 }
 
-void store_core_refuse(struct store_core *core, struct store_conn *c, enum accel_err status,
-                       const char *msg)
+void bootstrap__core_refuse(struct bootstrap__core *core, struct bootstrap__conn *c,
+                            enum accel_err status, const char *msg)
 {
     reply_err(core, c, STORE_HELLO, status, true, "%s", msg);
 }
 
 /* ---------------------------------------------------------------- table */
 
-static struct store_entry *lookup(struct store_core *core, const uint8_t *key, uint32_t klen,
-                                  uint64_t h)
+static struct bootstrap__entry *lookup(struct bootstrap__core *core, const uint8_t *key,
+                                       uint32_t klen, uint64_t h)
 {
-    struct store_entry *e = core->buckets[h & (core->nbuckets - 1)];
+    struct bootstrap__entry *e = core->buckets[h & (core->nbuckets - 1)];
     for (; e != NULL; e = e->next)
         if (e->hash == h && e->klen == klen && memcmp(e->key, key, klen) == 0)
             return e;
     return NULL;
 }
 
-static void grow(struct store_core *core)
+static void grow(struct bootstrap__core *core)
 {
     size_t n = core->nbuckets * 2;
-    struct store_entry **b = accel_calloc(n, sizeof(*b));
+    struct bootstrap__entry **b = accel_calloc(n, sizeof(*b));
 
     if (b == NULL)
         return; /* longer chains, still correct */
     for (size_t i = 0; i < core->nbuckets; i++) {
-        struct store_entry *e = core->buckets[i], *next;
+        struct bootstrap__entry *e = core->buckets[i], *next;
         for (; e != NULL; e = next) {
             next = e->next;
             e->next = b[e->hash & (n - 1)];
@@ -213,11 +214,11 @@ static void grow(struct store_core *core)
 }
 
 /* The entry of `key`, created when missing.  NULL after an error reply. */
-static struct store_entry *entry_of(struct store_core *core, struct store_conn *c, unsigned op,
-                                    const uint8_t *key, uint32_t klen)
+static struct bootstrap__entry *entry_of(struct bootstrap__core *core, struct bootstrap__conn *c,
+                                         unsigned op, const uint8_t *key, uint32_t klen)
 {
-    uint64_t h = store_fnv1a(STORE_FNV_OFFSET, key, klen);
-    struct store_entry *e = lookup(core, key, klen, h);
+    uint64_t h = bootstrap__fnv1a(STORE_FNV_OFFSET, key, klen);
+    struct bootstrap__entry *e = lookup(core, key, klen, h);
 
     if (e != NULL)
         return e;
@@ -252,8 +253,8 @@ static struct store_entry *entry_of(struct store_core *core, struct store_conn *
 
 /* ---------------------------------------------------------------- parking */
 
-static void park(struct store_core *core, struct store_conn *c, struct store_entry *e, unsigned op,
-                 int64_t n, double deadline)
+static void park(struct bootstrap__core *core, struct bootstrap__conn *c,
+                 struct bootstrap__entry *e, unsigned op, int64_t n, double deadline)
 {
     c->park_on = e;
     c->park_op = (uint8_t)op;
@@ -272,9 +273,9 @@ static void park(struct store_core *core, struct store_conn *c, struct store_ent
     core->nparked++;
 }
 
-static void unpark(struct store_core *core, struct store_conn *c)
+static void unpark(struct bootstrap__core *core, struct bootstrap__conn *c)
 {
-    struct store_entry *e = c->park_on;
+    struct bootstrap__entry *e = c->park_on;
 
     if (e == NULL)
         return;
@@ -295,14 +296,14 @@ static void unpark(struct store_core *core, struct store_conn *c)
     core->nparked--;
 }
 
-static bool satisfied(const struct store_entry *e, unsigned op, int64_t n)
+static bool satisfied(const struct bootstrap__entry *e, unsigned op, int64_t n)
 {
     return op == STORE_BARRIER ? e->count >= n : e->set;
 }
 
 /* The answer to a get, wait or barrier whose condition holds. */
-static void answer(struct store_core *core, struct store_conn *c, const struct store_entry *e,
-                   unsigned op)
+static void answer(struct bootstrap__core *core, struct bootstrap__conn *c,
+                   const struct bootstrap__entry *e, unsigned op)
 {
     if (op == STORE_GET)
         reply(core, c, op, ACCEL_OK, 0, e->val, e->vlen);
@@ -312,9 +313,9 @@ static void answer(struct store_core *core, struct store_conn *c, const struct s
 
 /* Answers every waiter of `e` whose condition now holds; they go on the
  * touched list so that their next requests are read. */
-static void wake(struct store_core *core, struct store_entry *e)
+static void wake(struct bootstrap__core *core, struct bootstrap__entry *e)
 {
-    struct store_conn *c = e->waiters, *next;
+    struct bootstrap__conn *c = e->waiters, *next;
 
     for (; c != NULL; c = next) {
         unsigned op = c->park_op;
@@ -326,9 +327,9 @@ static void wake(struct store_core *core, struct store_entry *e)
     }
 }
 
-void store_core_expire(struct store_core *core, double now)
+void bootstrap__core_expire(struct bootstrap__core *core, double now)
 {
-    struct store_conn *c = core->parked, *next;
+    struct bootstrap__conn *c = core->parked, *next;
 
     for (; c != NULL; c = next) {
         next = c->pnext;
@@ -369,8 +370,8 @@ static bool parse_i64(const uint8_t *p, uint32_t n, int64_t *out)
 }
 
 /* Replaces the value of `e` with `len` bytes; false after an error reply. */
-static bool store_value(struct store_core *core, struct store_conn *c, unsigned op,
-                        struct store_entry *e, const void *val, uint32_t len)
+static bool store_value(struct bootstrap__core *core, struct bootstrap__conn *c, unsigned op,
+                        struct bootstrap__entry *e, const void *val, uint32_t len)
 {
     uint64_t bytes = core->bytes - e->vlen + len;
     uint8_t *copy;
@@ -400,18 +401,19 @@ static bool store_value(struct store_core *core, struct store_conn *c, unsigned 
     return true;
 }
 
-static void handle(struct store_core *core, struct store_conn *c, const struct store_frame *f,
-                   const uint8_t *key, double now)
+static void handle(struct bootstrap__core *core, struct bootstrap__conn *c,
+                   const struct bootstrap__frame *f, const uint8_t *key, double now)
 {
     unsigned op = f->op;
-    struct store_entry *e;
+    struct bootstrap__entry *e;
     uint8_t bkey[ACCEL_STORE_MAX_KEY + 1];
 
     if (f->klen > 0 && memchr(key, 0, f->klen) != NULL) {
-        reply_err(core, c, op, ACCEL_EINVAL, true, "%s: a key with a NUL byte", store_op_name(op));
+        reply_err(core, c, op, ACCEL_EINVAL, true, "%s: a key with a NUL byte",
+                  bootstrap__op_name(op));
         return;
     }
-    switch ((enum store_op)op) {
+    switch ((enum bootstrap__op)op) {
     case STORE_HELLO:
         c->rank = (unsigned)((uint64_t)f->arg >> 32);
         c->world = (unsigned)((uint64_t)f->arg & 0xffffffffu);
@@ -485,7 +487,7 @@ static void handle(struct store_core *core, struct store_conn *c, const struct s
 }
 
 /* Forgets what c's partial request had counted in core->inflight. */
-static void release(struct store_core *core, struct store_conn *c)
+static void release(struct bootstrap__core *core, struct bootstrap__conn *c)
 {
     core->inflight -= c->reserved;
     c->reserved = 0;
@@ -495,7 +497,8 @@ static void release(struct store_core *core, struct store_conn *c)
  * body is buffered (a stranger may not make the server hold megabytes); a
  * connection that presented the right one is a client of the job from then
  * on.  False after an error reply, which never tells the job's nonce. */
-static bool check_nonce(struct store_core *core, struct store_conn *c, const struct store_frame *f)
+static bool check_nonce(struct bootstrap__core *core, struct bootstrap__conn *c,
+                        const struct bootstrap__frame *f)
 {
     if (f->nonce != core->nonce) {
         reply_err(core, c, f->op, ACCEL_ENONCE, true,
@@ -511,8 +514,8 @@ static bool check_nonce(struct store_core *core, struct store_conn *c, const str
 /* Checks the room for the body of a request whose header has come but not
  * all of its body, among what the server holds and buffers for everyone.
  * False after an error reply. */
-static bool admit_partial(struct store_core *core, struct store_conn *c,
-                          const struct store_frame *f, size_t total)
+static bool admit_partial(struct bootstrap__core *core, struct bootstrap__conn *c,
+                          const struct bootstrap__frame *f, size_t total)
 {
     if (c->reserved >= total)
         return true;
@@ -521,7 +524,7 @@ static bool admit_partial(struct store_core *core, struct store_conn *c,
         reply_err(core, c, f->op, ACCEL_ETOOBIG, true,
                   "the store holds %" PRIu64 " bytes and buffers %" PRIu64
                   " of requests; this %zu-byte %s would pass its limit of %" PRIu64,
-                  core->bytes, core->inflight, total, store_op_name(f->op), core->max_bytes);
+                  core->bytes, core->inflight, total, bootstrap__op_name(f->op), core->max_bytes);
         return false;
     }
     c->reserved = total;
@@ -529,17 +532,17 @@ static bool admit_partial(struct store_core *core, struct store_conn *c,
     return true;
 }
 
-void store_core_input(struct store_core *core, struct store_conn *c, double now)
+void bootstrap__core_input(struct bootstrap__core *core, struct bootstrap__conn *c, double now)
 {
     size_t off = 0;
 
     while (!c->dead && !c->closing && c->park_on == NULL &&
            c->out_len - c->out_off < STORE_OUT_HIGH && c->in_len - off >= STORE_HDR) {
-        struct store_frame f;
+        struct bootstrap__frame f;
         struct accel_error e;
         size_t total;
 
-        if (store_frame_decode(c->in + off, false, &f, &e) != ACCEL_OK) {
+        if (bootstrap__frame_decode(c->in + off, false, &f, &e) != ACCEL_OK) {
             unsigned op = c->in[off + 5] & ~(unsigned)STORE_REPLY;
             if (op < STORE_HELLO || op >= STORE_OP_END)
                 op = STORE_HELLO;
@@ -572,7 +575,7 @@ void store_core_input(struct store_core *core, struct store_conn *c, double now)
     }
 }
 
-void store_core_drop(struct store_core *core, struct store_conn *c)
+void bootstrap__core_drop(struct bootstrap__core *core, struct bootstrap__conn *c)
 {
     unpark(core, c);
     release(core, c);

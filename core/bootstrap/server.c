@@ -13,8 +13,8 @@
  * event of the same batch may still point at them.
  *
  * Deadlines: a connection must send a request with the job's nonce within
- * store_hello_timeout_s of its accept, and each request must arrive whole
- * within store_frame_timeout_s of its first byte, or it is refused with
+ * bootstrap__hello_timeout_s of its accept, and each request must arrive whole
+ * within bootstrap__frame_timeout_s of its first byte, or it is refused with
  * ACCEL_ETIMEDOUT; a full server closes the oldest connection that has not
  * yet sent such a request to make room, so that silent sockets never keep
  * a client of the job out.  Warnings are rate-limited per kind.
@@ -48,9 +48,9 @@
 #define LINGER_S 2.0             /* a refused client has this long to read why and close */
 #define ACCEPT_BATCH 128         /* connections accepted per wake-up, so reads come between */
 
-double store_hello_timeout_s = 10.0;
-double store_frame_timeout_s = 60.0;
-double store_warn_interval_s = 10.0;
+double bootstrap__hello_timeout_s = 10.0;
+double bootstrap__frame_timeout_s = 60.0;
+double bootstrap__warn_interval_s = 10.0;
 
 struct accel_store_server {
     int lfds[MAX_LISTEN]; /* all on the same port */
@@ -58,29 +58,29 @@ struct accel_store_server {
     int efd, stopfd, reserve_fd;
     unsigned port;
     size_t max_clients, nconns, nlinger;
-    struct store_core core;
-    struct store_conn *conns;
+    struct bootstrap__core core;
+    struct bootstrap__conn *conns;
     uint8_t *rbuf; /* READ_CHUNK bytes */
     pthread_t thread;
     bool started;
     double hello_s, frame_s, sweep_s, warn_s, last_sweep;
     size_t nevicted; /* marked dead to make room, not yet closed */
-    struct store_warn w_fd, w_evict, w_hello, w_frame;
+    struct bootstrap__warn w_fd, w_evict, w_hello, w_frame;
 };
 
 static void warn_flush_all(struct accel_store_server *s, double now, bool force)
 {
-    store_warn_flush(&s->w_fd, s->warn_s, now, force);
-    store_warn_flush(&s->w_evict, s->warn_s, now, force);
-    store_warn_flush(&s->w_hello, s->warn_s, now, force);
-    store_warn_flush(&s->w_frame, s->warn_s, now, force);
+    bootstrap__warn_flush(&s->w_fd, s->warn_s, now, force);
+    bootstrap__warn_flush(&s->w_evict, s->warn_s, now, force);
+    bootstrap__warn_flush(&s->w_hello, s->warn_s, now, force);
+    bootstrap__warn_flush(&s->w_frame, s->warn_s, now, force);
 }
 
 /* epoll tag of the eventfd; a listener's tag is its slot in lfds */
 static char stop_tag;
 
 /* Closes c's socket now (its struct is freed later, by close_conn). */
-static void release_fd(struct accel_store_server *s, struct store_conn *c)
+static void release_fd(struct accel_store_server *s, struct bootstrap__conn *c)
 {
     if (c->fd < 0)
         return;
@@ -91,9 +91,9 @@ static void release_fd(struct accel_store_server *s, struct store_conn *c)
     c->fd = -1;
 }
 
-static void close_conn(struct accel_store_server *s, struct store_conn *c)
+static void close_conn(struct accel_store_server *s, struct bootstrap__conn *c)
 {
-    store_core_drop(&s->core, c);
+    bootstrap__core_drop(&s->core, c);
     if (c->shut)
         s->nlinger--;
     if (c->evicted)
@@ -109,7 +109,7 @@ static void close_conn(struct accel_store_server *s, struct store_conn *c)
     accel_free(c);
 }
 
-static void flush(struct store_conn *c)
+static void flush(struct bootstrap__conn *c)
 {
     while (c->out_off < c->out_len) {
         ssize_t n =
@@ -132,7 +132,7 @@ static void flush(struct store_conn *c)
     }
 }
 
-static void set_interest(struct accel_store_server *s, struct store_conn *c)
+static void set_interest(struct accel_store_server *s, struct bootstrap__conn *c)
 {
     size_t pending = c->out_len - c->out_off;
     bool blocked = c->park_on != NULL || pending >= STORE_OUT_HIGH;
@@ -153,7 +153,7 @@ static void set_interest(struct accel_store_server *s, struct store_conn *c)
         c->events = want;
 }
 
-static bool append_in(struct store_conn *c, const uint8_t *p, size_t n)
+static bool append_in(struct bootstrap__conn *c, const uint8_t *p, size_t n)
 {
     if (c->in_len + n > c->in_cap) {
         size_t cap = c->in_cap ? c->in_cap : 512; /* most requests are small */
@@ -174,8 +174,8 @@ static bool append_in(struct store_conn *c, const uint8_t *p, size_t n)
 }
 
 /* Keeps c->partial_since: when the request now at the head of c->in began.
- * `before` is how many bytes c->in held before store_core_input ran. */
-static void note_partial(struct store_conn *c, size_t before, double now)
+ * `before` is how many bytes c->in held before bootstrap__core_input ran. */
+static void note_partial(struct bootstrap__conn *c, size_t before, double now)
 {
     if (c->in_len == 0)
         c->partial_since = 0;
@@ -183,7 +183,7 @@ static void note_partial(struct store_conn *c, size_t before, double now)
         c->partial_since = now; /* a request was served: the next one starts now */
 }
 
-static void read_conn(struct accel_store_server *s, struct store_conn *c, double now)
+static void read_conn(struct accel_store_server *s, struct bootstrap__conn *c, double now)
 {
     size_t got = 0;
 
@@ -205,10 +205,10 @@ static void read_conn(struct accel_store_server *s, struct store_conn *c, double
     }
     if (!c->dead) {
         size_t before = c->in_len;
-        store_core_input(&s->core, c, now);
+        bootstrap__core_input(&s->core, c, now);
         note_partial(c, before, now);
     }
-    store_core_touch(&s->core, c); /* drain() sends, or closes a dead one */
+    bootstrap__core_touch(&s->core, c); /* drain() sends, or closes a dead one */
 }
 
 /* Makes room for the new connection `fresh` (NULL: one not accepted yet,
@@ -216,11 +216,11 @@ static void read_conn(struct accel_store_server *s, struct store_conn *c, double
  * not yet sent a request with the job's nonce is closed, its descriptor at
  * once (the struct after the batch).  False when every other connection is a
  * client of the job. */
-static bool evict_one(struct accel_store_server *s, struct store_conn *fresh, double now)
+static bool evict_one(struct accel_store_server *s, struct bootstrap__conn *fresh, double now)
 {
-    struct store_conn *victim = NULL;
+    struct bootstrap__conn *victim = NULL;
 
-    for (struct store_conn *c = s->conns; c != NULL; c = c->next)
+    for (struct bootstrap__conn *c = s->conns; c != NULL; c = c->next)
         if (c != fresh && !c->dead && !c->authed &&
             (victim == NULL || c->accepted_at < victim->accepted_at))
             victim = c;
@@ -230,18 +230,18 @@ static bool evict_one(struct accel_store_server *s, struct store_conn *fresh, do
     victim->evicted = true;
     s->nevicted++;
     release_fd(s, victim);
-    store_core_touch(&s->core, victim);
+    bootstrap__core_touch(&s->core, victim);
     if (fresh != NULL)
-        store_warn(&s->w_evict, s->warn_s, now,
-                   "store server: full at %zu clients; a connection idle for %.3g s without a "
-                   "request of this job was closed to make room",
-                   s->max_clients, now - victim->accepted_at);
+        bootstrap__warn(&s->w_evict, s->warn_s, now,
+                        "store server: full at %zu clients; a connection idle for %.3g s without a "
+                        "request of this job was closed to make room",
+                        s->max_clients, now - victim->accepted_at);
     else
-        store_warn(&s->w_evict, s->warn_s, now,
-                   "store server: out of file descriptors at %zu clients; a connection idle "
-                   "for %.3g s without a request of this job was closed to make room (raise "
-                   "`ulimit -n`)",
-                   s->nconns - s->nevicted, now - victim->accepted_at);
+        bootstrap__warn(&s->w_evict, s->warn_s, now,
+                        "store server: out of file descriptors at %zu clients; a connection idle "
+                        "for %.3g s without a request of this job was closed to make room (raise "
+                        "`ulimit -n`)",
+                        s->nconns - s->nevicted, now - victim->accepted_at);
     return true;
 }
 
@@ -262,10 +262,10 @@ static int accept_spare(struct accel_store_server *s, int lfd, double now, bool 
         close(fd);
         fd = -1;
         *turned = true;
-        store_warn(&s->w_fd, s->warn_s, now,
-                   "store server: out of file descriptors at %zu clients; "
-                   "a client was turned away (raise `ulimit -n`)",
-                   s->nconns);
+        bootstrap__warn(&s->w_fd, s->warn_s, now,
+                        "store server: out of file descriptors at %zu clients; "
+                        "a client was turned away (raise `ulimit -n`)",
+                        s->nconns);
     }
     s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     errno = saved;
@@ -276,7 +276,7 @@ static void accept_all(struct accel_store_server *s, int lfd, double now)
 {
     for (unsigned k = 0; k < ACCEPT_BATCH; k++) {
         struct epoll_event ev;
-        struct store_conn *c;
+        struct bootstrap__conn *c;
         int one = 1;
         int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
@@ -315,7 +315,7 @@ static void accept_all(struct accel_store_server *s, int lfd, double now)
         if (s->nconns - s->nevicted > s->max_clients && !evict_one(s, c, now)) {
             char msg[128];
             snprintf(msg, sizeof(msg), "the server holds %zu clients, its limit", s->max_clients);
-            store_core_refuse(&s->core, c, ACCEL_ETOOBIG, msg);
+            bootstrap__core_refuse(&s->core, c, ACCEL_ETOOBIG, msg);
         }
     }
 }
@@ -323,16 +323,16 @@ static void accept_all(struct accel_store_server *s, int lfd, double now)
 /* Sends, reads what was held back and closes, for every touched connection. */
 static void drain(struct accel_store_server *s, double now)
 {
-    struct store_conn *c;
+    struct bootstrap__conn *c;
 
-    while ((c = store_core_next_touched(&s->core)) != NULL) {
+    while ((c = bootstrap__core_next_touched(&s->core)) != NULL) {
         for (;;) {
             size_t before = c->in_len;
             if (!c->dead)
                 flush(c);
             if (c->dead || c->closing || c->park_on != NULL || c->in_len < STORE_HDR)
                 break;
-            store_core_input(&s->core, c, now);
+            bootstrap__core_input(&s->core, c, now);
             note_partial(c, before, now);
             if (c->in_len == before)
                 break; /* a partial request, or replies still queued */
@@ -360,7 +360,7 @@ static void drain(struct accel_store_server *s, double now)
  * its first request or of its request in progress. */
 static void sweep(struct accel_store_server *s, double now)
 {
-    for (struct store_conn *c = s->conns; c != NULL; c = c->next) {
+    for (struct bootstrap__conn *c = s->conns; c != NULL; c = c->next) {
         char msg[160];
         bool blocked = c->park_on != NULL || c->out_len - c->out_off >= STORE_OUT_HIGH;
         if (c->dead || c->closing)
@@ -368,18 +368,19 @@ static void sweep(struct accel_store_server *s, double now)
         if (!c->authed && now - c->accepted_at > s->hello_s) {
             snprintf(msg, sizeof(msg), "no request of this job within %.3g s of connecting",
                      s->hello_s);
-            store_warn(&s->w_hello, s->warn_s, now, "store server: a connection sent %s; closed",
-                       msg);
+            bootstrap__warn(&s->w_hello, s->warn_s, now,
+                            "store server: a connection sent %s; closed", msg);
         } else if (!blocked && c->partial_since > 0 && now - c->partial_since > s->frame_s) {
             snprintf(msg, sizeof(msg), "a request still incomplete after %.3g s (%zu bytes)",
                      s->frame_s, c->in_len);
-            store_warn(&s->w_frame, s->warn_s, now, "store server: rank %u of %u sent %s; closed",
-                       c->rank, c->world, msg);
+            bootstrap__warn(&s->w_frame, s->warn_s, now,
+                            "store server: rank %u of %u sent %s; closed", c->rank, c->world, msg);
         } else {
             continue;
         }
-        store_core_refuse(&s->core, c, ACCEL_ETIMEDOUT, msg);
-        store_core_input(&s->core, c, now); /* drops its partial request and the room it held */
+        bootstrap__core_refuse(&s->core, c, ACCEL_ETIMEDOUT, msg);
+        bootstrap__core_input(&s->core, c,
+                              now); /* drops its partial request and the room it held */
     }
     s->last_sweep = now;
 }
@@ -409,22 +410,22 @@ static void *loop(void *arg)
                        (uintptr_t)tag < (uintptr_t)(s->lfds + s->nlfd)) {
                 accept_all(s, *(int *)tag, now);
             } else {
-                struct store_conn *c = tag;
+                struct bootstrap__conn *c = tag;
                 if (c->dead)
                     continue;
                 if (ev[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
                     read_conn(s, c, now);
                 if (ev[i].events & EPOLLOUT)
-                    store_core_touch(&s->core, c);
+                    bootstrap__core_touch(&s->core, c);
             }
         }
         if ((s->core.nparked > 0 || s->nlinger > 0) && now - last_expire >= EXPIRE_MS * 1e-3) {
-            store_core_expire(&s->core, now);
+            bootstrap__core_expire(&s->core, now);
             if (s->nlinger > 0)
-                for (struct store_conn *c = s->conns; c != NULL; c = c->next)
+                for (struct bootstrap__conn *c = s->conns; c != NULL; c = c->next)
                     if (c->shut && now > c->linger_until) {
                         c->dead = true;
-                        store_core_touch(&s->core, c);
+                        bootstrap__core_touch(&s->core, c);
                     }
             last_expire = now;
         }
@@ -590,16 +591,16 @@ enum accel_err accel_store_server_start(struct accel_store_server **out,
     if (s == NULL)
         return accel_error_set(err, ACCEL_ENOMEM, "store server: out of memory");
     s->efd = s->stopfd = s->reserve_fd = -1;
-    s->hello_s = store_hello_timeout_s > 0 ? store_hello_timeout_s : 10.0;
-    s->frame_s = store_frame_timeout_s > 0 ? store_frame_timeout_s : 60.0;
-    s->warn_s = store_warn_interval_s >= 0 ? store_warn_interval_s : 10.0;
+    s->hello_s = bootstrap__hello_timeout_s > 0 ? bootstrap__hello_timeout_s : 10.0;
+    s->frame_s = bootstrap__frame_timeout_s > 0 ? bootstrap__frame_timeout_s : 60.0;
+    s->warn_s = bootstrap__warn_interval_s >= 0 ? bootstrap__warn_interval_s : 10.0;
     s->sweep_s = (s->hello_s < s->frame_s ? s->hello_s : s->frame_s) / 4;
     s->sweep_s = s->sweep_s < 0.02 ? 0.02 : s->sweep_s > 1.0 ? 1.0 : s->sweep_s;
     s->last_sweep = accel_now();
     s->max_clients = opts->max_clients ? opts->max_clients : ACCEL_STORE_MAX_CLIENTS;
     if (s->max_clients > ACCEL_STORE_MAX_CLIENTS)
         s->max_clients = ACCEL_STORE_MAX_CLIENTS;
-    if (store_core_init(&s->core, opts->nonce, opts->max_bytes) != ACCEL_OK ||
+    if (bootstrap__core_init(&s->core, opts->nonce, opts->max_bytes) != ACCEL_OK ||
         (s->rbuf = accel_malloc(READ_CHUNK)) == NULL) {
         rc = accel_error_set(err, ACCEL_ENOMEM, "store server: out of memory");
         goto fail;
@@ -664,7 +665,7 @@ void accel_store_server_stop(struct accel_store_server *s)
     }
     while (s->conns != NULL)
         close_conn(s, s->conns);
-    store_core_free(&s->core);
+    bootstrap__core_free(&s->core);
     for (unsigned i = 0; i < s->nlfd; i++)
         close(s->lfds[i]);
     if (s->efd >= 0)

@@ -15,15 +15,15 @@ uint64_t accel_store_nonce(const char *job_id, const char *step_id)
     uint64_t h = STORE_FNV_OFFSET;
 
     if (job_id != NULL)
-        h = store_fnv1a(h, job_id, strlen(job_id));
-    h = store_fnv1a(h, ".", 1);
+        h = bootstrap__fnv1a(h, job_id, strlen(job_id));
+    h = bootstrap__fnv1a(h, ".", 1);
     if (step_id != NULL)
-        h = store_fnv1a(h, step_id, strlen(step_id));
+        h = bootstrap__fnv1a(h, step_id, strlen(step_id));
     return h;
 }
 
-enum accel_err store_check_key(const struct accel_store *s, const char *key,
-                               struct accel_error *err)
+enum accel_err bootstrap__check_key(const struct accel_store *s, const char *key,
+                                    struct accel_error *err)
 {
     size_t n;
 
@@ -45,7 +45,7 @@ enum accel_err accel_store_set(struct accel_store *s, const char *key, const voi
 
     if (s == NULL || (val == NULL && len > 0))
         return accel_error_set(err, ACCEL_EINVAL, "store: set: NULL store or value");
-    if ((rc = store_check_key(s, key, err)) != ACCEL_OK)
+    if ((rc = bootstrap__check_key(s, key, err)) != ACCEL_OK)
         return rc;
     if (len > ACCEL_STORE_MAX_VALUE)
         return accel_error_set(err, ACCEL_ETOOBIG,
@@ -63,7 +63,7 @@ enum accel_err accel_store_get(struct accel_store *s, const char *key, void **va
         return accel_error_set(err, ACCEL_EINVAL, "store: get: NULL argument");
     *val = NULL;
     *len = 0;
-    if ((rc = store_check_key(s, key, err)) != ACCEL_OK)
+    if ((rc = bootstrap__check_key(s, key, err)) != ACCEL_OK)
         return rc;
     return s->ops->get(s, key, val, len, err);
 }
@@ -76,7 +76,7 @@ enum accel_err accel_store_wait(struct accel_store *s, const char *const *keys, 
     if (s == NULL || (keys == NULL && n > 0))
         return accel_error_set(err, ACCEL_EINVAL, "store: wait: NULL argument");
     for (size_t i = 0; i < n; i++)
-        if ((rc = store_check_key(s, keys[i], err)) != ACCEL_OK)
+        if ((rc = bootstrap__check_key(s, keys[i], err)) != ACCEL_OK)
             return rc;
     return s->ops->wait(s, keys, n, err);
 }
@@ -88,7 +88,7 @@ enum accel_err accel_store_add(struct accel_store *s, const char *key, int64_t d
 
     if (s == NULL)
         return accel_error_set(err, ACCEL_EINVAL, "store: add: NULL store");
-    if ((rc = store_check_key(s, key, err)) != ACCEL_OK)
+    if ((rc = bootstrap__check_key(s, key, err)) != ACCEL_OK)
         return rc;
     return s->ops->add(s, key, delta, result, err);
 }
@@ -100,7 +100,7 @@ enum accel_err accel_store_barrier(struct accel_store *s, const char *name, unsi
 
     if (s == NULL)
         return accel_error_set(err, ACCEL_EINVAL, "store: barrier: NULL store");
-    if ((rc = store_check_key(s, name, err)) != ACCEL_OK)
+    if ((rc = bootstrap__check_key(s, name, err)) != ACCEL_OK)
         return rc;
     if (n == 0)
         return accel_error_set(err, ACCEL_EINVAL, STORE_WHO ": barrier '%s' of 0 clients", s->rank,

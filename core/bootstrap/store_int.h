@@ -36,7 +36,7 @@
 #define STORE_REPLY 0x80
 #define STORE_MAX_MSG 512 /* bytes of an error message in a reply */
 
-enum store_op {
+enum bootstrap__op {
     STORE_HELLO = 1, /* nonce check and who is calling; no key, no value */
     STORE_SET,       /* key, value */
     STORE_GET,       /* key; parks until set; reply carries the value */
@@ -46,7 +46,7 @@ enum store_op {
     STORE_OP_END
 };
 
-struct store_frame {
+struct bootstrap__frame {
     uint8_t version;
     uint8_t op;
     uint16_t status;
@@ -59,26 +59,26 @@ struct store_frame {
 /* frame.c ------------------------------------------------------------- */
 
 /* Writes the 40-byte header of `f` (magic and version filled in). */
-void store_frame_encode(uint8_t out[STORE_HDR], const struct store_frame *f);
+void bootstrap__frame_encode(uint8_t out[STORE_HDR], const struct bootstrap__frame *f);
 
 /* Decodes the header at `in` (at least STORE_HDR bytes) and checks it against
  * the caps: magic, version, reserved bytes, a known op, the direction
  * (`reply` says which is expected), klen and vlen within store.h's caps and
  * consistent with the op.  ACCEL_OK, or ACCEL_EPARSE / ACCEL_EUNSUPPORTED /
  * ACCEL_ETOOBIG / ACCEL_EINVAL with a message.  Pure: no allocation, no I/O. */
-enum accel_err store_frame_decode(const uint8_t *in, bool reply, struct store_frame *f,
-                                  struct accel_error *err);
+enum accel_err bootstrap__frame_decode(const uint8_t *in, bool reply, struct bootstrap__frame *f,
+                                       struct accel_error *err);
 
 /* "set", "get", ...; "?" for an unknown op (the reply bit is ignored). */
-const char *store_op_name(unsigned op);
+const char *bootstrap__op_name(unsigned op);
 
 /* serve.c: the server without sockets --------------------------------- */
 
-struct store_entry;
+struct bootstrap__entry;
 
 /* One client connection as the state machine sees it.  The socket layer
  * appends received bytes to `in` and sends `out[out_off, out_len)`. */
-struct store_conn {
+struct bootstrap__conn {
     int fd;
     uint8_t *in;
     size_t in_len, in_cap;
@@ -90,16 +90,16 @@ struct store_conn {
     uint64_t reserved; /* bytes of the partial request counted in core->inflight */
     unsigned rank, world;
     /* at most one parked request: a connection is answered in order */
-    struct store_entry *park_on;
+    struct bootstrap__entry *park_on;
     uint8_t park_op;
     int64_t park_n;
     double park_deadline;
-    struct store_conn *wprev, *wnext; /* the entry's waiters */
-    struct store_conn *pprev, *pnext; /* all parked connections */
-    bool touched;                     /* on the touched list */
-    struct store_conn *tnext, *tprev;
+    struct bootstrap__conn *wprev, *wnext; /* the entry's waiters */
+    struct bootstrap__conn *pprev, *pnext; /* all parked connections */
+    bool touched;                          /* on the touched list */
+    struct bootstrap__conn *tnext, *tprev;
     /* the socket layer's own */
-    struct store_conn *prev, *next;
+    struct bootstrap__conn *prev, *next;
     uint32_t events;
     bool shut;            /* closing: our side is shut down, waiting for the client's end */
     double linger_until;  /* ... at most until then */
@@ -109,71 +109,71 @@ struct store_conn {
 };
 
 /* server.c's deadlines, read when a server starts (tests shorten them). */
-extern double store_hello_timeout_s; /* a new connection's first request, from its accept */
-extern double store_frame_timeout_s; /* one request, from its first byte to its last */
-extern double store_warn_interval_s; /* at most one warning line of a kind per interval */
+extern double bootstrap__hello_timeout_s; /* a new connection's first request, from its accept */
+extern double bootstrap__frame_timeout_s; /* one request, from its first byte to its last */
+extern double bootstrap__warn_interval_s; /* at most one warning line of a kind per interval */
 
-struct store_core {
+struct bootstrap__core {
     uint64_t nonce;
     uint64_t max_bytes;
-    struct store_entry **buckets;
+    struct bootstrap__entry **buckets;
     size_t nbuckets, nkeys;
     uint64_t bytes;
-    uint64_t inflight;         /* bytes of partial requests being buffered, counted with bytes */
-    struct store_conn *parked; /* every parked connection, for deadlines */
+    uint64_t inflight; /* bytes of partial requests being buffered, counted with bytes */
+    struct bootstrap__conn *parked; /* every parked connection, for deadlines */
     size_t nparked;
-    struct store_conn *touched; /* new output, or unparked with input left */
+    struct bootstrap__conn *touched; /* new output, or unparked with input left */
 };
 
 /* Output above this many bytes pauses reading a connection's requests. */
 #define STORE_OUT_HIGH (1u << 20)
 
-enum accel_err store_core_init(struct store_core *core, uint64_t nonce,
-                               uint64_t max_bytes) ACCEL_WUR;
-void store_core_free(struct store_core *core);
+enum accel_err bootstrap__core_init(struct bootstrap__core *core, uint64_t nonce,
+                                    uint64_t max_bytes) ACCEL_WUR;
+void bootstrap__core_free(struct bootstrap__core *core);
 
 /* Answers the complete requests in c->in (consuming them) until c parks,
  * closes or has STORE_OUT_HIGH bytes queued.  Woken connections and c go on
  * core->touched.  `now` is seconds on a monotonic clock. */
-void store_core_input(struct store_core *core, struct store_conn *c, double now);
+void bootstrap__core_input(struct bootstrap__core *core, struct bootstrap__conn *c, double now);
 
 /* Answers ETIMEDOUT to every parked request past its deadline. */
-void store_core_expire(struct store_core *core, double now);
+void bootstrap__core_expire(struct bootstrap__core *core, double now);
 
 /* Puts c on core->touched (the socket layer has something to send or close). */
-void store_core_touch(struct store_core *core, struct store_conn *c);
+void bootstrap__core_touch(struct bootstrap__core *core, struct bootstrap__conn *c);
 
 /* Pops one connection off core->touched; NULL when empty. */
-struct store_conn *store_core_next_touched(struct store_core *core);
+struct bootstrap__conn *bootstrap__core_next_touched(struct bootstrap__core *core);
 
 /* Forgets c (unparks it, takes it off the touched list) before it is freed;
  * frees its buffers but not c. */
-void store_core_drop(struct store_core *core, struct store_conn *c);
+void bootstrap__core_drop(struct bootstrap__core *core, struct bootstrap__conn *c);
 
 /* Queues a refusal reply of `status` with a message on a fresh connection and
  * marks it closing (a server full of clients). */
-void store_core_refuse(struct store_core *core, struct store_conn *c, enum accel_err status,
-                       const char *msg);
+void bootstrap__core_refuse(struct bootstrap__core *core, struct bootstrap__conn *c,
+                            enum accel_err status, const char *msg);
 
 /* the client handle ----------------------------------------------------- */
 
 /* A warning of one kind, printed at most once per `interval` seconds with
  * the count of those suppressed since the last one printed (warn.c).  The
  * last one suppressed is kept, so that a burst that ends still gets its
- * count printed an interval later (store_warn_flush), not forgotten. */
-struct store_warn {
+ * count printed an interval later (bootstrap__warn_flush), not forgotten. */
+struct bootstrap__warn {
     double last;
     unsigned long suppressed;
     char held[512];
 };
 
-void store_warn(struct store_warn *w, double interval, double now, const char *fmt, ...)
+void bootstrap__warn(struct bootstrap__warn *w, double interval, double now, const char *fmt, ...)
     ACCEL_PRINTF(4, 5);
 /* Prints the last warning w suppressed, with the count of the others, once
  * `interval` has passed since w's last line (or at once: `force`). */
-void store_warn_flush(struct store_warn *w, double interval, double now, bool force);
+void bootstrap__warn_flush(struct bootstrap__warn *w, double interval, double now, bool force);
 
-struct store_ops {
+struct bootstrap__ops {
     enum accel_err (*set)(struct accel_store *s, const char *key, const void *val, size_t len,
                           struct accel_error *err);
     enum accel_err (*get)(struct accel_store *s, const char *key, void **val, size_t *len,
@@ -188,7 +188,7 @@ struct store_ops {
 };
 
 struct accel_store {
-    const struct store_ops *ops;
+    const struct bootstrap__ops *ops;
     uint64_t nonce;
     unsigned rank, world;
     double timeout_s;
@@ -203,19 +203,19 @@ struct accel_store {
     unsigned long tmp_seq; /* temporary file names of this handle */
 };
 
-extern const struct store_ops store_tcp_ops;
-extern const struct store_ops store_file_ops;
+extern const struct bootstrap__ops bootstrap__tcp_ops;
+extern const struct bootstrap__ops bootstrap__file_ops;
 
 /* The "rank 3 of 8" every client message starts with. */
 #define STORE_WHO "rank %u of %u"
 
 /* Client-side checks shared by both methods: key non-empty and within caps,
  * value within caps. */
-enum accel_err store_check_key(const struct accel_store *s, const char *key,
-                               struct accel_error *err) ACCEL_WUR;
+enum accel_err bootstrap__check_key(const struct accel_store *s, const char *key,
+                                    struct accel_error *err) ACCEL_WUR;
 
 /* The 64-bit FNV-1a of `len` bytes, continuing from `h`. */
-uint64_t store_fnv1a(uint64_t h, const void *data, size_t len);
+uint64_t bootstrap__fnv1a(uint64_t h, const void *data, size_t len);
 #define STORE_FNV_OFFSET 14695981039346656037ull
 
 #endif

@@ -80,7 +80,7 @@ static int read_all(int fd, void *buf, size_t len, double deadline, bool poll_fi
 }
 
 struct reply {
-    struct store_frame f;
+    struct bootstrap__frame f;
     uint8_t *val; /* the value or the error message, NUL-terminated; accel_free */
 };
 
@@ -94,7 +94,7 @@ static enum accel_err roundtrip(struct accel_store *s, const char *what, unsigne
     double start = accel_now();
     double deadline =
         start + budget + (op == STORE_GET || op == STORE_WAIT || op == STORE_BARRIER ? GRACE_S : 0);
-    struct store_frame f = {0};
+    struct bootstrap__frame f = {0};
     uint8_t hdr[STORE_HDR];
     struct accel_error derr;
     char why[256];
@@ -112,13 +112,13 @@ static enum accel_err roundtrip(struct accel_store *s, const char *what, unsigne
     f.timeout_ms = budget <= 0                   ? 0
                    : budget * 1000 >= UINT32_MAX ? UINT32_MAX
                                                  : (uint32_t)(budget * 1000);
-    store_frame_encode(hdr, &f);
+    bootstrap__frame_encode(hdr, &f);
     if (accel_send_all(s->fd, hdr, STORE_HDR, deadline) != 0 ||
         (klen > 0 && accel_send_all(s->fd, key, klen, deadline) != 0) ||
         (vlen > 0 && accel_send_all(s->fd, val, vlen, deadline) != 0) ||
         read_all(s->fd, hdr, STORE_HDR, deadline, true) != 0)
         goto transport;
-    if (store_frame_decode(hdr, true, &r->f, &derr) != ACCEL_OK) {
+    if (bootstrap__frame_decode(hdr, true, &r->f, &derr) != ACCEL_OK) {
         snprintf(why, sizeof(why), "a bad reply: %.200s", derr.msg);
         lose(s, why);
         return accel_error_set(err, ACCEL_EPEER, STORE_WHO ": %s: rank 0 at %s sent %s", s->rank,
@@ -288,7 +288,7 @@ enum accel_err accel_store_connect(struct accel_store **out, const struct accel_
     s = accel_calloc(1, sizeof(*s));
     if (s == NULL)
         return accel_error_set(err, ACCEL_ENOMEM, "store: out of memory");
-    s->ops = &store_tcp_ops;
+    s->ops = &bootstrap__tcp_ops;
     s->fd = -1;
     s->nonce = opts->nonce;
     s->rank = opts->rank;
@@ -448,7 +448,7 @@ static enum accel_err tcp_barrier(struct accel_store *s, const char *name, unsig
     return rc;
 }
 
-const struct store_ops store_tcp_ops = {
+const struct bootstrap__ops bootstrap__tcp_ops = {
     .set = tcp_set,
     .get = tcp_get,
     .wait = tcp_wait,

@@ -10,7 +10,7 @@
 #include "accel/log.h"
 #include "store_int.h"
 
-void store_warn(struct store_warn *w, double interval, double now, const char *fmt, ...)
+void bootstrap__warn(struct bootstrap__warn *w, double interval, double now, const char *fmt, ...)
 {
     char line[sizeof(w->held)];
     va_list ap;
@@ -32,7 +32,7 @@ void store_warn(struct store_warn *w, double interval, double now, const char *f
     w->suppressed = 0;
 }
 
-void store_warn_flush(struct store_warn *w, double interval, double now, bool force)
+void bootstrap__warn_flush(struct bootstrap__warn *w, double interval, double now, bool force)
 {
     if (w->suppressed == 0 || (!force && now - w->last < interval))
         return;

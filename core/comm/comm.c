@@ -25,7 +25,7 @@
 static enum accel_err nccl_init(struct accel_comm *c, const struct accel_comm_opts *opts,
                                 struct accel_error *err)
 {
-    return accel_comm_nccl_init(c, opts, err);
+    return comm__nccl_init(c, opts, err);
 }
 
 bool accel_comm_has_nccl(void)
@@ -119,7 +119,7 @@ enum accel_err accel_comm_init(struct accel_comm **out, struct accel_store *stor
      * deadline, not at the store client's own */
     saved = accel_store_set_timeout(store, c->timeout_s);
     if (strcmp(backend, "socket") == 0)
-        rc = accel_comm_socket_init(c, opts, err);
+        rc = comm__socket_init(c, opts, err);
     else if (strcmp(backend, "nccl") == 0)
         rc = nccl_init(c, opts, err);
     else

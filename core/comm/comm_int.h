@@ -44,11 +44,11 @@ struct accel_comm {
 };
 
 /* Backend constructors: fill c->ops and c->impl (c's other fields are set). */
-enum accel_err accel_comm_socket_init(struct accel_comm *c, const struct accel_comm_opts *opts,
-                                      struct accel_error *err);
+enum accel_err comm__socket_init(struct accel_comm *c, const struct accel_comm_opts *opts,
+                                 struct accel_error *err);
 #ifdef ACCEL_HAVE_NCCL
-enum accel_err accel_comm_nccl_init(struct accel_comm *c, const struct accel_comm_opts *opts,
-                                    struct accel_error *err);
+enum accel_err comm__nccl_init(struct accel_comm *c, const struct accel_comm_opts *opts,
+                               struct accel_error *err);
 #endif
 
 #endif

@@ -479,8 +479,8 @@ static const struct accel_comm_ops nccl_ops = {
     .stream = nccl_stream,
 };
 
-enum accel_err accel_comm_nccl_init(struct accel_comm *c, const struct accel_comm_opts *opts,
-                                    struct accel_error *err)
+enum accel_err comm__nccl_init(struct accel_comm *c, const struct accel_comm_opts *opts,
+                               struct accel_error *err)
 {
     double t0 = accel_now(), deadline = t0 + timeout_of(c);
     struct nccl_impl *im = NULL;

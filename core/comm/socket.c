@@ -231,8 +231,8 @@ static enum accel_err read_knobs(const struct accel_comm *c, struct sock *s, siz
     return ACCEL_OK;
 }
 
-enum accel_err accel_comm_socket_init(struct accel_comm *c, const struct accel_comm_opts *opts,
-                                      struct accel_error *err)
+enum accel_err comm__socket_init(struct accel_comm *c, const struct accel_comm_opts *opts,
+                                 struct accel_error *err)
 {
     struct sock *s;
     enum accel_err rc;
@@ -328,7 +328,7 @@ static enum accel_err sock_split(struct accel_comm *c, int color, int key, struc
     o.ifaddr = s->ifaddr;
     o.chunk_bytes = s->chunk_bytes;
     o.nonce = s->nonce;
-    rc = accel_comm_socket_init(child, &o, err);
+    rc = comm__socket_init(child, &o, err);
     if (rc != ACCEL_OK) {
         accel_free(child);
         return rc;

@@ -84,7 +84,7 @@ void config__suggest(const char *key, const char *section, char *buf, size_t siz
     int bestd = 99, limit;
     size_t len = strlen(key);
 
-    best_in(&schema_cluster, key, &best, &bestd, &where);
+    best_in(&config__schema_cluster, key, &best, &bestd, &where);
     for (const struct section *const *s = schema_sections; *s; s++)
         best_in(*s, key, &best, &bestd, &where);
     limit = len <= 4 ? 1 : len <= 10 ? 2 : 3;
@@ -281,7 +281,7 @@ static void check_key(struct walk *w, const struct section *s, const struct acce
             return;
         }
     }
-    k = schema_find(s, canon);
+    k = config__schema_find(s, canon);
     if (k != NULL && strcmp(canon, p->key) != 0)
         accel_diag_add(w->d, ACCEL_SEV_NOTE, &p->mark, path,
                        "read as %s (accelerate adds the %s prefix)", canon, s->prefix);
@@ -333,7 +333,7 @@ void config__check_schema(const struct accel_val *root, unsigned version, struct
 {
     struct walk w = {version, d};
     const struct accel_pair *ce;
-    const struct section *top = &schema_cluster;
+    const struct section *top = &config__schema_cluster;
 
     if (root->type != ACCEL_V_MAP) {
         accel_diag_add(d, ACCEL_SEV_ERROR, &root->mark, "",
@@ -345,6 +345,6 @@ void config__check_schema(const struct accel_val *root, unsigned version, struct
     }
     ce = accel_map_find(root, "compute_environment");
     if (ce != NULL && ce->val.type == ACCEL_V_STR && strcmp(ce->val.u.s, "AMAZON_SAGEMAKER") == 0)
-        top = &schema_sagemaker;
+        top = &config__schema_sagemaker;
     walk_section(&w, top, root, "");
 }

@@ -92,7 +92,7 @@ static const char *str_or(const struct accel_pair *p, const char *dflt)
 static const char *check_dist(struct rules *r, bool sagemaker)
 {
     const struct accel_pair *p = top(r, "distributed_type");
-    const char *const *values = sagemaker ? schema_sagemaker_dist() : schema_dist_values;
+    const char *const *values = sagemaker ? config__schema_sagemaker_dist() : schema_dist_values;
     char target[32];
 
     accel_version_format(r->version, target, sizeof(target));

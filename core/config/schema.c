@@ -235,7 +235,7 @@ static const struct key_spec cluster_keys[] = {
     {"tp_config", KT_MAP, NULL, KF_NULL, V(1, 4, 0), V(1, 7, 0),
      "write parallelism_config: {parallelism_config_tp_size: N} instead"},
 };
-const struct section schema_cluster = {"", NULL, NULL, 0, cluster_keys, N(cluster_keys)};
+const struct section config__schema_cluster = {"", NULL, NULL, 0, cluster_keys, N(cluster_keys)};
 
 static const struct key_spec sagemaker_keys[] = {
     BASE_KEYS,
@@ -252,13 +252,14 @@ static const struct key_spec sagemaker_keys[] = {
     {"sagemaker_metrics_file", KT_STR, NULL, KF_NULL},
     {"additional_args", KT_MAP, NULL, KF_NULL},
 };
-const struct section schema_sagemaker = {"", NULL, NULL, 0, sagemaker_keys, N(sagemaker_keys)};
+const struct section config__schema_sagemaker = {"", NULL,           NULL,
+                                                 0,  sagemaker_keys, N(sagemaker_keys)};
 
 const struct section *const schema_sections[] = {&fsdp_section, &ds_section,  &meg_section,
                                                  &dyn_section,  &fp8_section, &par_section,
                                                  &mpi_section,  NULL};
 
-const struct key_spec *schema_find(const struct section *s, const char *name)
+const struct key_spec *config__schema_find(const struct section *s, const char *name)
 {
     for (size_t i = 0; i < s->n; i++)
         if (strcmp(s->keys[i].name, name) == 0)
@@ -267,7 +268,7 @@ const struct key_spec *schema_find(const struct section *s, const char *name)
 }
 
 /* sagemaker distributed_type values, for check.c */
-const char *const *schema_sagemaker_dist(void)
+const char *const *config__schema_sagemaker_dist(void)
 {
     return sagemaker_dist;
 }

@@ -54,18 +54,18 @@ struct section {
     size_t n;
 };
 
-extern const struct section schema_cluster;   /* compute_environment LOCAL_MACHINE */
-extern const struct section schema_sagemaker; /* compute_environment AMAZON_SAGEMAKER */
+extern const struct section config__schema_cluster;   /* compute_environment LOCAL_MACHINE */
+extern const struct section config__schema_sagemaker; /* compute_environment AMAZON_SAGEMAKER */
 
 /* Sections by name, for the did-you-mean that says "this key belongs under
  * fsdp_config"; NULL-terminated. */
 extern const struct section *const schema_sections[];
 
-const struct key_spec *schema_find(const struct section *s, const char *name);
+const struct key_spec *config__schema_find(const struct section *s, const char *name);
 
 extern const char *const schema_dist_values[];
 extern const char *const schema_fsdp_strategies[];
 extern const char *const schema_precisions[];
-const char *const *schema_sagemaker_dist(void);
+const char *const *config__schema_sagemaker_dist(void);
 
 #endif

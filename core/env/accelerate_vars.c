@@ -18,24 +18,24 @@ static const struct accel_val *arg(const struct accel_cfg *cfg, const char *name
 }
 
 /* Sets NAME from an attribute when it is not None. */
-static void set_if(struct envlist *l, const struct accel_cfg *cfg, const char *name,
+static void set_if(struct env__list *l, const struct accel_cfg *cfg, const char *name,
                    const char *attr, bool lower)
 {
     const struct accel_val *v = arg(cfg, attr);
     if (v != NULL)
-        envlist_set_py(l, name, v, lower);
+        env__list_set_py(l, name, v, lower);
 }
 
 /* Sets NAME from an attribute, "None" when absent (str(None)). */
-static void set_always(struct envlist *l, const struct accel_cfg *cfg, const char *name,
+static void set_always(struct env__list *l, const struct accel_cfg *cfg, const char *name,
                        const char *attr, bool lower)
 {
     static const struct accel_val none = {.type = ACCEL_V_NULL};
     const struct accel_val *v = arg(cfg, attr);
-    envlist_set_py(l, name, v ? v : &none, lower);
+    env__list_set_py(l, name, v ? v : &none, lower);
 }
 
-static void device_ids(struct envlist *l, const struct accel_cfg *cfg)
+static void device_ids(struct env__list *l, const struct accel_cfg *cfg)
 {
     const char *name = "CUDA_VISIBLE_DEVICES";
 
@@ -74,11 +74,11 @@ static void device_ids(struct envlist *l, const struct accel_cfg *cfg)
     case ACCEL_DIST_MEGATRON_LM:
         break;
     }
-    envlist_set(l, name, cfg->gpu_ids);
+    env__list_set(l, name, cfg->gpu_ids);
 }
 
 /* setup_fp8_env: every fp8_* attribute that is not None. */
-static void fp8_vars(struct envlist *l, const struct accel_cfg *cfg)
+static void fp8_vars(struct env__list *l, const struct accel_cfg *cfg)
 {
     static const char *const parts[] = {"FPROP", "DGRAD", "WGRAD"};
 
@@ -95,7 +95,7 @@ static void fp8_vars(struct envlist *l, const struct accel_cfg *cfg)
             for (size_t k = 0; k < 3; k++) {
                 snprintf(name, sizeof(name), "ACCELERATE_FP8_OVERRIDE_%s", parts[k]);
                 if (p->val.type == ACCEL_V_LIST && k < p->val.u.list.n)
-                    envlist_set_py(l, name, &p->val.u.list.v[k], false);
+                    env__list_set_py(l, name, &p->val.u.list.v[k], false);
             }
             continue;
         }
@@ -104,11 +104,11 @@ static void fp8_vars(struct envlist *l, const struct accel_cfg *cfg)
         snprintf(name, sizeof(name), "ACCELERATE_%s", p->key);
         for (char *c = name; *c; c++)
             *c = (char)toupper((unsigned char)*c);
-        envlist_set_py(l, name, &p->val, false);
+        env__list_set_py(l, name, &p->val, false);
     }
 }
 
-static void dynamo_vars(struct envlist *l, const struct accel_cfg *cfg)
+static void dynamo_vars(struct env__list *l, const struct accel_cfg *cfg)
 {
     set_always(l, cfg, "ACCELERATE_DYNAMO_BACKEND", "dynamo_backend", false);
     /* DynamoBackend(value.upper()).value */
@@ -125,9 +125,9 @@ static void dynamo_vars(struct envlist *l, const struct accel_cfg *cfg)
                "dynamo_use_regional_compilation", false);
 }
 
-static void fsdp_vars(struct envlist *l, const struct accel_cfg *cfg)
+static void fsdp_vars(struct env__list *l, const struct accel_cfg *cfg)
 {
-    envlist_set(l, "ACCELERATE_USE_FSDP", "true");
+    env__list_set(l, "ACCELERATE_USE_FSDP", "true");
     set_always(l, cfg, "FSDP_VERSION", "fsdp_version", false);
     set_always(l, cfg, "FSDP_SHARDING_STRATEGY", "fsdp_sharding_strategy", false);
     set_always(l, cfg, "FSDP_RESHARD_AFTER_FORWARD", "fsdp_reshard_after_forward", true);
@@ -147,7 +147,7 @@ static void fsdp_vars(struct envlist *l, const struct accel_cfg *cfg)
     set_if(l, cfg, "FSDP_IGNORED_MODULES", "fsdp_ignored_modules", false);
 }
 
-static void megatron_vars(struct envlist *l, const struct accel_cfg *cfg)
+static void megatron_vars(struct env__list *l, const struct accel_cfg *cfg)
 {
     /* Always exported, then each optional one when not None. */
     static const char *const always[] = {"tp_degree", "use_custom_fsdp", "pp_degree",
@@ -177,7 +177,7 @@ static void megatron_vars(struct envlist *l, const struct accel_cfg *cfg)
                                            "use_rotary_position_embeddings"};
     char attr[96], name[96];
 
-    envlist_set(l, "ACCELERATE_USE_MEGATRON_LM", "true");
+    env__list_set(l, "ACCELERATE_USE_MEGATRON_LM", "true");
     for (size_t i = 0;
          i < sizeof(always) / sizeof(always[0]) + sizeof(optional) / sizeof(optional[0]); i++) {
         bool is_always = i < sizeof(always) / sizeof(always[0]);
@@ -199,13 +199,13 @@ static long int_attr(const struct accel_cfg *cfg, const char *name)
     return (v != NULL && v->type == ACCEL_V_INT) ? (long)v->u.i : 1;
 }
 
-static void parallelism_vars(struct envlist *l, const struct accel_cfg *cfg)
+static void parallelism_vars(struct env__list *l, const struct accel_cfg *cfg)
 {
     const struct accel_pair *p = accel_map_find(&cfg->tree, "parallelism_config");
 
     if (p == NULL || p->val.type != ACCEL_V_MAP || p->val.u.map.n == 0)
         return;
-    envlist_set(l, "ACCELERATE_USE_PARALLELISM_CONFIG", "true");
+    env__list_set(l, "ACCELERATE_USE_PARALLELISM_CONFIG", "true");
     set_always(l, cfg, "PARALLELISM_CONFIG_DP_REPLICATE_SIZE",
                "parallelism_config_dp_replicate_size", false);
     set_always(l, cfg, "PARALLELISM_CONFIG_DP_SHARD_SIZE", "parallelism_config_dp_shard_size",
@@ -228,16 +228,16 @@ static void parallelism_vars(struct envlist *l, const struct accel_cfg *cfg)
     }
 }
 
-static void deepspeed_vars(struct envlist *l, const struct accel_cfg *cfg)
+static void deepspeed_vars(struct env__list *l, const struct accel_cfg *cfg)
 {
     char *lower = NULL;
 
-    envlist_set(l, "ACCELERATE_CONFIG_DS_FIELDS", cfg->ds_fields ? cfg->ds_fields : "");
+    env__list_set(l, "ACCELERATE_CONFIG_DS_FIELDS", cfg->ds_fields ? cfg->ds_fields : "");
     for (size_t i = 0; i < l->env->n; i++)
         if (strncmp(l->env->v[i], "ACCELERATE_CONFIG_DS_FIELDS=", 28) == 0)
             for (lower = l->env->v[i] + 28; *lower; lower++)
                 *lower = (char)tolower((unsigned char)*lower);
-    envlist_set(l, "ACCELERATE_USE_DEEPSPEED", "true");
+    env__list_set(l, "ACCELERATE_USE_DEEPSPEED", "true");
     set_if(l, cfg, "ACCELERATE_DEEPSPEED_ZERO_STAGE", "zero_stage", false);
     set_if(l, cfg, "ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "gradient_accumulation_steps", false);
     set_if(l, cfg, "ACCELERATE_GRADIENT_CLIPPING", "gradient_clipping", true);
@@ -257,49 +257,49 @@ static bool truthy_arg(const struct accel_cfg *cfg, const char *name)
     return v != NULL && accel_val_truthy(v);
 }
 
-void env__accelerate_vars(struct envlist *l, const struct accel_cfg *cfg, const struct world *w)
+void env__accelerate_vars(struct env__list *l, const struct accel_cfg *cfg, const struct world *w)
 {
     if (cfg->debug)
-        envlist_set(l, "ACCELERATE_DEBUG_MODE", "true");
+        env__list_set(l, "ACCELERATE_DEBUG_MODE", "true");
     device_ids(l, cfg);
-    envlist_set(l, "ACCELERATE_MIXED_PRECISION", cfg->mixed_precision);
+    env__list_set(l, "ACCELERATE_MIXED_PRECISION", cfg->mixed_precision);
     fp8_vars(l, cfg);
     if (truthy_arg(cfg, "enable_cpu_affinity"))
-        envlist_set(l, "ACCELERATE_CPU_AFFINITY", "1");
+        env__list_set(l, "ACCELERATE_CPU_AFFINITY", "1");
 
     switch (cfg->launcher) {
     case ACCEL_LAUNCH_SIMPLE:
         /* str(args.cpu or args.use_cpu), and the CLI's cpu is False here */
         set_always(l, cfg, "ACCELERATE_USE_CPU", "use_cpu", false);
         if (cfg->use_cpu) {
-            envlist_set(l, "KMP_AFFINITY", "granularity=fine,compact,1,0");
-            envlist_set(l, "KMP_BLOCKTIME", "1");
+            env__list_set(l, "KMP_AFFINITY", "granularity=fine,compact,1,0");
+            env__list_set(l, "KMP_BLOCKTIME", "1");
         }
         dynamo_vars(l, cfg);
-        envlist_setf(l, "OMP_NUM_THREADS", "%u", w->omp_threads);
+        env__list_setf(l, "OMP_NUM_THREADS", "%u", w->omp_threads);
         break;
     case ACCEL_LAUNCH_TORCHRUN:
         /* accelerate exports nothing for use_cpu on this path, so since 1.13
          * such a job silently runs without the CPU flag; accelrun follows the
          * YAML (docs/differences.md). */
         if (cfg->use_cpu)
-            envlist_set(l, "ACCELERATE_USE_CPU", "true");
+            env__list_set(l, "ACCELERATE_USE_CPU", "true");
         dynamo_vars(l, cfg);
         if (cfg->dist == ACCEL_DIST_FSDP)
             fsdp_vars(l, cfg);
         if (cfg->dist == ACCEL_DIST_MEGATRON_LM)
             megatron_vars(l, cfg);
-        envlist_setf(l, "OMP_NUM_THREADS", "%u", w->omp_threads);
+        env__list_setf(l, "OMP_NUM_THREADS", "%u", w->omp_threads);
         parallelism_vars(l, cfg);
         break;
     case ACCEL_LAUNCH_DEEPSPEED:
         if (cfg->use_cpu)
-            envlist_set(l, "ACCELERATE_USE_CPU", "true");
+            env__list_set(l, "ACCELERATE_USE_CPU", "true");
         deepspeed_vars(l, cfg);
         /* accelerate sets no OMP_NUM_THREADS here; torchrun sets 1 when it
          * starts more than one worker and the variable is unset. */
         if (w->nproc_per_node > 1)
-            envlist_set(l, "OMP_NUM_THREADS", "1");
+            env__list_set(l, "OMP_NUM_THREADS", "1");
         parallelism_vars(l, cfg);
         break;
     case ACCEL_LAUNCH_NONE:

@@ -75,60 +75,60 @@ static enum accel_err make_world(const struct accel_cfg *cfg, const struct accel
 /* What torchrun's local elastic agent puts in every worker's environment,
  * less TORCHELASTIC_USE_AGENT_STORE and TORCHELASTIC_ERROR_FILE, which only
  * make sense with an agent process (docs/differences.md). */
-static void torchrun_vars(struct envlist *l, const struct world *w)
+static void torchrun_vars(struct env__list *l, const struct world *w)
 {
-    envlist_setf(l, "RANK", "%ld", w->rank);
-    envlist_setf(l, "LOCAL_RANK", "%d", w->local_rank);
-    envlist_setf(l, "WORLD_SIZE", "%u", w->world_size);
-    envlist_setf(l, "LOCAL_WORLD_SIZE", "%u", w->nproc_per_node);
-    envlist_setf(l, "GROUP_RANK", "%u", w->node_rank);
-    envlist_setf(l, "GROUP_WORLD_SIZE", "%u", w->nnodes);
-    envlist_setf(l, "ROLE_RANK", "%ld", w->rank);
-    envlist_setf(l, "ROLE_WORLD_SIZE", "%u", w->world_size);
-    envlist_set(l, "ROLE_NAME", "default");
-    envlist_set(l, "MASTER_ADDR", w->master_addr);
-    envlist_setf(l, "MASTER_PORT", "%u", w->master_port);
-    envlist_set(l, "TORCHELASTIC_RESTART_COUNT", "0");
-    envlist_set(l, "TORCHELASTIC_MAX_RESTARTS", "0");
-    envlist_set(l, "TORCHELASTIC_RUN_ID", "none");
-    envlist_set(l, "TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
-    envlist_set(l, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+    env__list_setf(l, "RANK", "%ld", w->rank);
+    env__list_setf(l, "LOCAL_RANK", "%d", w->local_rank);
+    env__list_setf(l, "WORLD_SIZE", "%u", w->world_size);
+    env__list_setf(l, "LOCAL_WORLD_SIZE", "%u", w->nproc_per_node);
+    env__list_setf(l, "GROUP_RANK", "%u", w->node_rank);
+    env__list_setf(l, "GROUP_WORLD_SIZE", "%u", w->nnodes);
+    env__list_setf(l, "ROLE_RANK", "%ld", w->rank);
+    env__list_setf(l, "ROLE_WORLD_SIZE", "%u", w->world_size);
+    env__list_set(l, "ROLE_NAME", "default");
+    env__list_set(l, "MASTER_ADDR", w->master_addr);
+    env__list_setf(l, "MASTER_PORT", "%u", w->master_port);
+    env__list_set(l, "TORCHELASTIC_RESTART_COUNT", "0");
+    env__list_set(l, "TORCHELASTIC_MAX_RESTARTS", "0");
+    env__list_set(l, "TORCHELASTIC_RUN_ID", "none");
+    env__list_set(l, "TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+    env__list_set(l, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
 }
 
 /* The simple launcher: MASTER_* for multi-process runs, and the ranks that
  * mpirun would otherwise provide (accelerate reads RANK, WORLD_SIZE,
  * LOCAL_RANK and LOCAL_WORLD_SIZE first). */
-static void simple_vars(struct envlist *l, const struct world *w)
+static void simple_vars(struct env__list *l, const struct world *w)
 {
     bool multi = w->world_size > 1 || w->nnodes > 1;
 
     if (multi) {
-        envlist_set(l, "MASTER_ADDR", w->master_addr);
-        envlist_setf(l, "MASTER_PORT", "%u", w->master_port);
+        env__list_set(l, "MASTER_ADDR", w->master_addr);
+        env__list_setf(l, "MASTER_PORT", "%u", w->master_port);
     }
     if (w->world_size > 1 && w->local_rank >= 0) {
-        envlist_setf(l, "RANK", "%ld", w->rank);
-        envlist_setf(l, "LOCAL_RANK", "%d", w->local_rank);
-        envlist_setf(l, "WORLD_SIZE", "%u", w->world_size);
-        envlist_setf(l, "LOCAL_WORLD_SIZE", "%u", w->nproc_per_node);
+        env__list_setf(l, "RANK", "%ld", w->rank);
+        env__list_setf(l, "LOCAL_RANK", "%d", w->local_rank);
+        env__list_setf(l, "WORLD_SIZE", "%u", w->world_size);
+        env__list_setf(l, "LOCAL_WORLD_SIZE", "%u", w->nproc_per_node);
     }
 }
 
 /* DESIGN decision 5: a pod that runs `accelrun launch` or torchrun itself. */
-static void node_level_vars(struct envlist *l, const struct world *w)
+static void node_level_vars(struct env__list *l, const struct world *w)
 {
-    envlist_setf(l, "GROUP_RANK", "%u", w->node_rank);
-    envlist_setf(l, "WORLD_SIZE", "%u", w->world_size);
-    envlist_set(l, "MASTER_ADDR", w->master_addr);
-    envlist_setf(l, "MASTER_PORT", "%u", w->master_port);
-    envlist_setf(l, "PET_NNODES", "%u", w->nnodes);
-    envlist_setf(l, "PET_NODE_RANK", "%u", w->node_rank);
-    envlist_setf(l, "PET_NPROC_PER_NODE", "%u", w->nproc_per_node);
-    envlist_set(l, "PET_MASTER_ADDR", w->master_addr);
-    envlist_setf(l, "PET_MASTER_PORT", "%u", w->master_port);
+    env__list_setf(l, "GROUP_RANK", "%u", w->node_rank);
+    env__list_setf(l, "WORLD_SIZE", "%u", w->world_size);
+    env__list_set(l, "MASTER_ADDR", w->master_addr);
+    env__list_setf(l, "MASTER_PORT", "%u", w->master_port);
+    env__list_setf(l, "PET_NNODES", "%u", w->nnodes);
+    env__list_setf(l, "PET_NODE_RANK", "%u", w->node_rank);
+    env__list_setf(l, "PET_NPROC_PER_NODE", "%u", w->nproc_per_node);
+    env__list_set(l, "PET_MASTER_ADDR", w->master_addr);
+    env__list_setf(l, "PET_MASTER_PORT", "%u", w->master_port);
 }
 
-static void plan_vars(struct envlist *l, const struct accel_plan *plan, int local_rank)
+static void plan_vars(struct env__list *l, const struct accel_plan *plan, int local_rank)
 {
     const struct accel_rank_plan *r;
 
@@ -136,16 +136,16 @@ static void plan_vars(struct envlist *l, const struct accel_plan *plan, int loca
         return;
     r = &plan->ranks[local_rank];
     if (r->cuda_visible_devices[0] != '\0') {
-        envlist_set(l, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
-        envlist_set(l, "CUDA_VISIBLE_DEVICES", r->cuda_visible_devices);
+        env__list_set(l, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+        env__list_set(l, "CUDA_VISIBLE_DEVICES", r->cuda_visible_devices);
     }
     if (r->nccl_ib_hca[0] != '\0')
-        envlist_set(l, "NCCL_IB_HCA", r->nccl_ib_hca);
+        env__list_set(l, "NCCL_IB_HCA", r->nccl_ib_hca);
     if (r->nccl_socket_ifname[0] != '\0')
-        envlist_set(l, "NCCL_SOCKET_IFNAME", r->nccl_socket_ifname);
+        env__list_set(l, "NCCL_SOCKET_IFNAME", r->nccl_socket_ifname);
 }
 
-static void site_vars(struct envlist *l, const struct accel_site *site)
+static void site_vars(struct env__list *l, const struct accel_site *site)
 {
     if (site == NULL)
         return;
@@ -157,7 +157,7 @@ static void site_vars(struct envlist *l, const struct accel_site *site)
             continue;
         memcpy(name, site->env[i], n);
         name[n] = '\0';
-        envlist_set(l, name, eq + 1);
+        env__list_set(l, name, eq + 1);
     }
 }
 
@@ -165,7 +165,7 @@ enum accel_err accel_env_build(const struct accel_cfg *cfg, const struct accel_l
                                const struct accel_env_opts *opts, struct accel_env *out,
                                struct accel_error *err)
 {
-    struct envlist l = {out, 0, ACCEL_OK};
+    struct env__list l = {out, 0, ACCEL_OK};
     struct world w;
     enum accel_err rc;
 
@@ -189,7 +189,7 @@ enum accel_err accel_env_build(const struct accel_cfg *cfg, const struct accel_l
         torchrun_vars(&l, &w);
     plan_vars(&l, opts ? opts->plan : NULL, w.local_rank);
     site_vars(&l, opts ? opts->site : NULL);
-    envlist_sort(&l);
+    env__list_sort(&l);
     if (l.rc != ACCEL_OK) {
         accel_env_free(out);
         return accel_error_set(err, l.rc, "couldn't build the environment: %s",

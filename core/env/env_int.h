@@ -16,6 +16,6 @@ struct world {
     unsigned omp_threads;
 };
 
-void env__accelerate_vars(struct envlist *l, const struct accel_cfg *cfg, const struct world *w);
+void env__accelerate_vars(struct env__list *l, const struct accel_cfg *cfg, const struct world *w);
 
 #endif

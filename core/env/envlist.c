@@ -1,5 +1,5 @@
 /*
- * envlist.c: building the sorted variable list with caps on count, name and
+ * env__list.c: building the sorted variable list with caps on count, name and
  * value length.  Errors are sticky so the builder reads straight through.
  */
 #include <ctype.h>
@@ -16,7 +16,7 @@ static size_t name_len(const char *kv)
     return eq ? (size_t)(eq - kv) : strlen(kv);
 }
 
-static char **find(struct envlist *l, const char *name)
+static char **find(struct env__list *l, const char *name)
 {
     size_t n = strlen(name);
 
@@ -26,7 +26,7 @@ static char **find(struct envlist *l, const char *name)
     return NULL;
 }
 
-void envlist_set(struct envlist *l, const char *name, const char *value)
+void env__list_set(struct env__list *l, const char *name, const char *value)
 {
     size_t nl = strlen(name), vl = strlen(value);
     char *kv, **slot;
@@ -70,7 +70,7 @@ void envlist_set(struct envlist *l, const char *name, const char *value)
     l->env->v[l->env->n++] = kv;
 }
 
-void envlist_setf(struct envlist *l, const char *name, const char *fmt, ...)
+void env__list_setf(struct env__list *l, const char *name, const char *fmt, ...)
 {
     char buf[256];
     va_list ap;
@@ -78,10 +78,10 @@ void envlist_setf(struct envlist *l, const char *name, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
-    envlist_set(l, name, buf);
+    env__list_set(l, name, buf);
 }
 
-void envlist_set_py(struct envlist *l, const char *name, const struct accel_val *v, bool lower)
+void env__list_set_py(struct env__list *l, const char *name, const struct accel_val *v, bool lower)
 {
     struct accel_buf b;
     enum accel_err rc;
@@ -98,11 +98,11 @@ void envlist_set_py(struct envlist *l, const char *name, const struct accel_val 
     if (lower)
         for (size_t i = 0; i < b.len; i++)
             b.data[i] = (char)tolower((unsigned char)b.data[i]);
-    envlist_set(l, name, accel_buf_str(&b));
+    env__list_set(l, name, accel_buf_str(&b));
     accel_buf_free(&b);
 }
 
-void envlist_unset(struct envlist *l, const char *name)
+void env__list_unset(struct env__list *l, const char *name)
 {
     char **slot = find(l, name);
 
@@ -120,7 +120,7 @@ static int cmp_names(const void *a, const void *b)
     return c != 0 ? c : (nx > ny) - (nx < ny);
 }
 
-void envlist_sort(struct envlist *l)
+void env__list_sort(struct env__list *l)
 {
     if (l->env->n > 1)
         qsort(l->env->v, l->env->n, sizeof(char *), cmp_names);

@@ -341,7 +341,7 @@ static int st_fail(enum accel_err rc, const char *msg)
 
 static int cmd_st_read(const char *file)
 {
-    struct st_header h;
+    struct ckpt__st_header h;
     struct accel_error err;
     struct stat st;
     enum accel_err rc;
@@ -355,7 +355,7 @@ static int cmd_st_read(const char *file)
         return 2;
     }
     accel_error_clear(&err);
-    rc = st_read(fd, (uint64_t)st.st_size, ST_MAX_HEADER, file, &h, &err);
+    rc = ckpt__st_read(fd, (uint64_t)st.st_size, ST_MAX_HEADER, file, &h, &err);
     if (rc != ACCEL_OK) {
         close(fd);
         return st_fail(rc, err.msg);
@@ -368,7 +368,7 @@ static int cmd_st_read(const char *file)
         cJSON_AddStringToObject(m, h.meta_key[i], h.meta_val[i]);
     ts = cJSON_AddObjectToObject(o, "tensors");
     for (size_t i = 0; i < h.nt; i++) {
-        const struct st_tensor *t = &h.t[i];
+        const struct ckpt__st_tensor *t = &h.t[i];
         cJSON *e = cJSON_AddObjectToObject(ts, t->name), *shape;
         uint64_t len = t->end - t->begin, fnv = UINT64_C(0xcbf29ce484222325);
         char hex[17];
@@ -393,7 +393,7 @@ static int cmd_st_read(const char *file)
     puts(text);
     cJSON_free(text);
     cJSON_Delete(o);
-    st_header_free(&h);
+    ckpt__st_header_free(&h);
     free(buf);
     close(fd);
     return 0;

@@ -1,17 +1,17 @@
 /*
  * fuzz_manifest.c: libFuzzer target for the checkpoint manifest reader
- * (ckpt/model.c ck_load and ck_check, and the read paths behind them).  The
+ * (ckpt/model.c ckpt__load and ckpt__check, and the read paths behind them).  The
  * input is written twice in a temporary directory that holds no rank file:
  * as DIR/manifest.json, a directory whose name is no step (so any step
- * loads), read with ck_load; and as ROOT/step-00000001/manifest.json, read
+ * loads), read with ckpt__load; and as ROOT/step-00000001/manifest.json, read
  * with accel_ckpt_list and accel_ckpt_open on ROOT.
  *
  * Invariants: no crash, no leak; an accepted manifest has its tensors
  * sorted by name and unique, each with a known type, and pieces that tile
  * [0, numel) in order, in files below the world size; it writes back
- * (ck_manifest_json) to a manifest that loads to the same model; the listing
+ * (ckpt__manifest_json) to a manifest that loads to the same model; the listing
  * calls step-00000001 committed, and opening ROOT succeeds, exactly when
- * ck_load accepted the manifest and its step is 1; and, with no rank file
+ * ckpt__load accepted the manifest and its step is 1; and, with no rank file
  * there, verify and every non-empty read fail cleanly.
  */
 #include <cjson/cJSON.h>
@@ -79,7 +79,7 @@ static void check_model(const struct accel_ckpt *c)
         c->step > ACCEL_CKPT_MAX_STEP)
         abort();
     for (size_t i = 0; i < c->nt; i++) {
-        const struct ck_tensor *t = &c->t[i];
+        const struct ckpt__tensor *t = &c->t[i];
         uint64_t at = 0;
 
         if ((i > 0 && strcmp(c->t[i - 1].t.name, t->t.name) >= 0) ||
@@ -87,7 +87,7 @@ static void check_model(const struct accel_ckpt *c)
             t->first + t->n > c->np || accel_ckpt_find(c, t->t.name) != &t->t)
             abort();
         for (size_t k = 0; k < t->n; k++) {
-            const struct ck_piece *p = &c->p[t->first + k];
+            const struct ckpt__piece *p = &c->p[t->first + k];
             if (p->lo != at || p->hi <= p->lo || p->file >= c->nf)
                 abort();
             at = p->hi;
@@ -111,12 +111,12 @@ static void same(const struct accel_ckpt *a, const struct accel_ckpt *b)
             !accel_ckpt_meta(b, a->meta[i].key))
             abort();
     for (size_t i = 0; i < a->nt; i++) {
-        const struct ck_tensor *x = &a->t[i], *y = &b->t[i];
+        const struct ckpt__tensor *x = &a->t[i], *y = &b->t[i];
         if (strcmp(x->t.name, y->t.name) || x->t.dtype != y->t.dtype || x->t.ndim != y->t.ndim ||
             memcmp(x->t.shape, y->t.shape, sizeof x->t.shape) || x->n != y->n)
             abort();
         for (size_t k = 0; k < x->n; k++) {
-            const struct ck_piece *p = &a->p[x->first + k], *q = &b->p[y->first + k];
+            const struct ckpt__piece *p = &a->p[x->first + k], *q = &b->p[y->first + k];
             if (p->file != q->file || p->lo != q->lo || p->hi != q->hi || p->xxh3 != q->xxh3)
                 abort();
         }
@@ -131,7 +131,7 @@ static void no_files(struct accel_ckpt *c)
     if (accel_ckpt_verify(c, &err) == ACCEL_OK)
         abort(); /* every rank file is missing */
     for (size_t i = 0; i < c->nt && i < 8; i++) {
-        const struct ck_tensor *t = &c->t[i];
+        const struct ckpt__tensor *t = &c->t[i];
         uint64_t hi = t->numel < 4 ? t->numel : 4;
         enum accel_err rc = accel_ckpt_read(c, t->t.name, t->t.dtype, 0, hi, buf, &err);
         if ((hi > 0 && rc == ACCEL_OK) || (hi == 0 && rc != ACCEL_OK))
@@ -156,7 +156,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     setup();
     write_manifest(dir, data, size);
     write_manifest(stepdir, data, size);
-    rc = ck_load(&c, dir, &err);
+    rc = ckpt__load(&c, dir, &err);
     if ((rc == ACCEL_OK) != (c != NULL))
         abort();
     step1 = rc == ACCEL_OK && c->step == 1;
@@ -171,12 +171,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
 
     check_model(c);
-    json = ck_manifest_json(c, &err);
+    json = ckpt__manifest_json(c, &err);
     if (!json)
         abort();
     write_manifest(dir, json, strlen(json));
     cJSON_free(json);
-    if (ck_load(&again, dir, &err) != ACCEL_OK)
+    if (ckpt__load(&again, dir, &err) != ACCEL_OK)
         abort(); /* what the writer writes, the reader reads */
     same(c, again);
     accel_ckpt_close(again);

@@ -29,15 +29,15 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Checks and discards what the server queued for c. */
-static void drain_out(struct store_conn *c)
+static void drain_out(struct bootstrap__conn *c)
 {
     size_t off = c->out_off;
-    struct store_frame f;
+    struct bootstrap__frame f;
     struct accel_error err;
 
     while (off < c->out_len) {
         if (c->out_len - off < STORE_HDR ||
-            store_frame_decode(c->out + off, true, &f, &err) != ACCEL_OK)
+            bootstrap__frame_decode(c->out + off, true, &f, &err) != ACCEL_OK)
             abort(); /* the server wrote something its own client cannot read */
         off += STORE_HDR + f.vlen;
         if (off > c->out_len)
@@ -46,7 +46,7 @@ static void drain_out(struct store_conn *c)
     c->out_off = c->out_len = 0;
 }
 
-static void deliver(struct store_conn *c, const uint8_t *p, size_t n)
+static void deliver(struct bootstrap__conn *c, const uint8_t *p, size_t n)
 {
     if (c->in_len + n > c->in_cap) {
         size_t cap = c->in_len + n;
@@ -62,13 +62,13 @@ static void deliver(struct store_conn *c, const uint8_t *p, size_t n)
 
 static void script(const uint8_t *data, size_t size)
 {
-    struct store_core core;
-    struct store_conn conns[CONNS];
-    struct store_conn *c;
+    struct bootstrap__core core;
+    struct bootstrap__conn conns[CONNS];
+    struct bootstrap__conn *c;
     double now = 1000.0;
     size_t i = 0;
 
-    if (store_core_init(&core, NONCE, 4096) != ACCEL_OK)
+    if (bootstrap__core_init(&core, NONCE, 4096) != ACCEL_OK)
         abort();
     memset(conns, 0, sizeof(conns));
     while (i + 2 <= size) {
@@ -77,23 +77,23 @@ static void script(const uint8_t *data, size_t size)
         i += 2;
         if (who == 3) { /* time passes */
             now += n * 0.01;
-            store_core_expire(&core, now);
+            bootstrap__core_expire(&core, now);
         } else {
             if (n > size - i)
                 n = size - i;
             deliver(&conns[who], data + i, n);
             i += n;
-            store_core_input(&core, &conns[who], now);
+            bootstrap__core_input(&core, &conns[who], now);
         }
         /* the socket layer's part: send, serve what was held back, close */
-        while ((c = store_core_next_touched(&core)) != NULL) {
+        while ((c = bootstrap__core_next_touched(&core)) != NULL) {
             drain_out(c);
             if (!c->dead && !c->closing && c->park_on == NULL) {
-                store_core_input(&core, c, now);
+                bootstrap__core_input(&core, c, now);
                 drain_out(c);
             }
             if (c->dead || c->closing) {
-                store_core_drop(&core, c);
+                bootstrap__core_drop(&core, c);
                 memset(c, 0, sizeof(*c));
             }
         }
@@ -110,8 +110,8 @@ static void script(const uint8_t *data, size_t size)
             abort();
     }
     for (unsigned k = 0; k < CONNS; k++)
-        store_core_drop(&core, &conns[k]);
-    store_core_free(&core);
+        bootstrap__core_drop(&core, &conns[k]);
+    bootstrap__core_free(&core);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -119,14 +119,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     if ((data[0] & 1) == 0) {
-        struct store_frame f;
+        struct bootstrap__frame f;
         struct accel_error err;
         uint8_t hdr[STORE_HDR] = {0};
         memcpy(hdr, data + 1, size - 1 < STORE_HDR ? size - 1 : STORE_HDR);
-        if (store_frame_decode(hdr, false, &f, &err) == ACCEL_OK &&
+        if (bootstrap__frame_decode(hdr, false, &f, &err) == ACCEL_OK &&
             (f.klen > ACCEL_STORE_MAX_KEY || f.vlen > ACCEL_STORE_MAX_VALUE))
             abort();
-        if (store_frame_decode(hdr, true, &f, &err) == ACCEL_OK && f.klen != 0)
+        if (bootstrap__frame_decode(hdr, true, &f, &err) == ACCEL_OK && f.klen != 0)
             abort();
         return 0;
     }

@@ -419,20 +419,20 @@ TEST(st_round_trip)
         {"c", ACCEL_F16, 1, {1}},
         {"s", ACCEL_F32, 0, {0}},
     };
-    struct st_out o[4] = {{&ts[0], 6, 0}, {&ts[1], 16, 0}, {&ts[2], 2, 0}, {&ts[3], 4, 0}};
+    struct ckpt__st_out o[4] = {{&ts[0], 6, 0}, {&ts[1], 16, 0}, {&ts[2], 2, 0}, {&ts[3], 4, 0}};
     const struct accel_ckpt_kv meta[] = {{"format", "pt"}, {"k2", "v\"2"}};
     /* the writer's layout: larger elements first, then by name */
     const char *order[] = {"a", "s", "b", "c"};
     const uint64_t begin[] = {0, 16, 20, 26}, end[] = {16, 20, 26, 28};
     struct accel_error err = {0};
-    struct st_header h;
+    struct ckpt__st_header h;
     char *head, path[512], data[28];
     size_t len, seq[4];
     uint64_t n = 0;
     int fd;
 
     make_tmpdir();
-    ASSERT_ACCEL_OK(st_build(o, 4, meta, 2, &head, &len, seq, &err), &err);
+    ASSERT_ACCEL_OK(ckpt__st_build(o, 4, meta, 2, &head, &len, seq, &err), &err);
     ASSERT_INT_EQ(len % 8, 0);
     for (int i = 7; i >= 0; i--)
         n = n << 8 | (unsigned char)head[i];
@@ -454,52 +454,53 @@ TEST(st_round_trip)
     ASSERT(fd >= 0);
     ASSERT_INT_EQ(write(fd, head, len), (long long)len);
     ASSERT_INT_EQ(write(fd, data, sizeof data), (long long)sizeof data);
-    ASSERT_ACCEL_OK(st_read(fd, len + sizeof data, ST_MAX_HEADER, path, &h, &err), &err);
+    ASSERT_ACCEL_OK(ckpt__st_read(fd, len + sizeof data, ST_MAX_HEADER, path, &h, &err), &err);
     close(fd);
     ASSERT_INT_EQ(h.data_start, len);
     ASSERT_INT_EQ(h.nt, 4);
     for (size_t i = 0; i < 4; i++) {
-        const struct st_tensor *t = st_find(&h, order[i]);
+        const struct ckpt__st_tensor *t = ckpt__st_find(&h, order[i]);
         ASSERT(t != NULL);
         ASSERT_INT_EQ(t->begin, begin[i]);
         ASSERT_INT_EQ(t->end, end[i]);
     }
     ASSERT_STR_EQ(h.t[0].name, "a"); /* sorted by name */
     ASSERT_STR_EQ(h.t[3].name, "s");
-    ASSERT_STR_EQ(st_find(&h, "a")->dtype, "F32");
-    ASSERT_INT_EQ(st_find(&h, "a")->ndim, 2);
-    ASSERT_INT_EQ(st_find(&h, "a")->shape[1], 2);
-    ASSERT_STR_EQ(st_find(&h, "b")->dtype, "BF16");
-    ASSERT_INT_EQ(st_find(&h, "b")->bits, 16);
-    ASSERT_STR_EQ(st_find(&h, "c")->dtype, "F16");
-    ASSERT_INT_EQ(st_find(&h, "s")->ndim, 0);
-    ASSERT(st_find(&h, "zz") == NULL);
+    ASSERT_STR_EQ(ckpt__st_find(&h, "a")->dtype, "F32");
+    ASSERT_INT_EQ(ckpt__st_find(&h, "a")->ndim, 2);
+    ASSERT_INT_EQ(ckpt__st_find(&h, "a")->shape[1], 2);
+    ASSERT_STR_EQ(ckpt__st_find(&h, "b")->dtype, "BF16");
+    ASSERT_INT_EQ(ckpt__st_find(&h, "b")->bits, 16);
+    ASSERT_STR_EQ(ckpt__st_find(&h, "c")->dtype, "F16");
+    ASSERT_INT_EQ(ckpt__st_find(&h, "s")->ndim, 0);
+    ASSERT(ckpt__st_find(&h, "zz") == NULL);
     ASSERT_INT_EQ(h.nmeta, 2);
-    ASSERT_STR_EQ(st_meta(&h, "format"), "pt");
-    ASSERT_STR_EQ(st_meta(&h, "k2"), "v\"2");
-    ASSERT(st_meta(&h, "nope") == NULL);
-    st_header_free(&h);
-    st_header_free(&h); /* twice is harmless */
+    ASSERT_STR_EQ(ckpt__st_meta(&h, "format"), "pt");
+    ASSERT_STR_EQ(ckpt__st_meta(&h, "k2"), "v\"2");
+    ASSERT(ckpt__st_meta(&h, "nope") == NULL);
+    ckpt__st_header_free(&h);
+    ckpt__st_header_free(&h); /* twice is harmless */
     accel_free(head);
 
     /* nothing at all: "{}" padded with spaces to 8 bytes */
-    ASSERT_ACCEL_OK(st_build(o, 0, NULL, 0, &head, &len, NULL, &err), &err);
+    ASSERT_ACCEL_OK(ckpt__st_build(o, 0, NULL, 0, &head, &len, NULL, &err), &err);
     ASSERT_INT_EQ(len, 16);
     ASSERT(memcmp(head + 8, "{}      ", 8) == 0);
-    ASSERT_ACCEL_OK(st_parse(head + 8, len - 8, 0, "empty", &h, &err), &err);
+    ASSERT_ACCEL_OK(ckpt__st_parse(head + 8, len - 8, 0, "empty", &h, &err), &err);
     ASSERT_INT_EQ(h.nt, 0);
-    st_header_free(&h);
+    ckpt__st_header_free(&h);
     accel_free(head);
 
     /* bytes that do not match the shape, a type it does not know */
     o[1].bytes = 15;
-    ASSERT_ERR(st_build(o, 4, NULL, 0, &head, &len, NULL, &err), &err, ACCEL_EINVAL, "'a'");
+    ASSERT_ERR(ckpt__st_build(o, 4, NULL, 0, &head, &len, NULL, &err), &err, ACCEL_EINVAL, "'a'");
     ASSERT(head == NULL);
     o[1].bytes = 16;
     {
         struct accel_ckpt_tensor bad = {"q", (enum accel_dtype)9, 1, {1}};
-        struct st_out ob = {&bad, 4, 0};
-        ASSERT_ERR(st_build(&ob, 1, NULL, 0, &head, &len, NULL, &err), &err, ACCEL_EINVAL, "'q'");
+        struct ckpt__st_out ob = {&bad, 4, 0};
+        ASSERT_ERR(ckpt__st_build(&ob, 1, NULL, 0, &head, &len, NULL, &err), &err, ACCEL_EINVAL,
+                   "'q'");
     }
     remove_tmpdir();
 }
@@ -593,14 +594,15 @@ static const struct {
 TEST(st_parse_rejects)
 {
     struct accel_error err;
-    struct st_header h;
+    struct ckpt__st_header h;
 
     for (size_t i = 0; i < sizeof st_bad / sizeof st_bad[0]; i++) {
         enum accel_err rc;
 
         memset(&err, 0, sizeof err);
         memset(&h, 0x5a, sizeof h);
-        rc = st_parse(st_bad[i].json, strlen(st_bad[i].json), st_bad[i].data_len, "f.st", &h, &err);
+        rc = ckpt__st_parse(st_bad[i].json, strlen(st_bad[i].json), st_bad[i].data_len, "f.st", &h,
+                            &err);
         if (rc != st_bad[i].code || !strstr(err.msg, st_bad[i].msg) || !strstr(err.msg, "f.st"))
             test_fail(__FILE__, __LINE__, "case %zu (%s): %s \"%s\", expected %s \"%s\"", i,
                       st_bad[i].json, accel_errname(rc), err.msg, accel_errname(st_bad[i].code),
@@ -618,7 +620,7 @@ TEST(st_parse_rejects)
                  "{\"%s\":{\"dtype\":\"F32\",\"shape\":[1],"
                  "\"data_offsets\":[0,4]}}",
                  name);
-        ASSERT_ERR(st_parse(json, strlen(json), 4, "f.st", &h, &err), &err, ACCEL_ETOOBIG,
+        ASSERT_ERR(ckpt__st_parse(json, strlen(json), 4, "f.st", &h, &err), &err, ACCEL_ETOOBIG,
                    "a tensor name of 513 bytes");
     }
 }
@@ -647,11 +649,11 @@ TEST(st_parse_accepts)
          14, 3, 0},
     };
     struct accel_error err = {0};
-    struct st_header h;
+    struct ckpt__st_header h;
 
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         enum accel_err rc =
-            st_parse(ok[i].json, strlen(ok[i].json), ok[i].data_len, "ok.st", &h, &err);
+            ckpt__st_parse(ok[i].json, strlen(ok[i].json), ok[i].data_len, "ok.st", &h, &err);
         if (rc != ACCEL_OK)
             test_fail(__FILE__, __LINE__, "case %zu (%s): %s", i, ok[i].json, err.msg);
         ASSERT_INT_EQ(h.nt, ok[i].nt);
@@ -660,22 +662,22 @@ TEST(st_parse_accepts)
         if (i == 4) { /* metadata sorted by key */
             ASSERT_STR_EQ(h.meta_key[0], "a");
             ASSERT_STR_EQ(h.meta_key[2], "z");
-            ASSERT_STR_EQ(st_meta(&h, "z"), "1");
+            ASSERT_STR_EQ(ckpt__st_meta(&h, "z"), "1");
         }
         if (i == 5) {
-            ASSERT_INT_EQ(st_find(&h, "z")->begin, 0);
-            ASSERT_INT_EQ(st_find(&h, "z")->end, 0);
-            ASSERT_INT_EQ(st_find(&h, "y")->begin, 4);
+            ASSERT_INT_EQ(ckpt__st_find(&h, "z")->begin, 0);
+            ASSERT_INT_EQ(ckpt__st_find(&h, "z")->end, 0);
+            ASSERT_INT_EQ(ckpt__st_find(&h, "y")->begin, 4);
         }
-        st_header_free(&h);
+        ckpt__st_header_free(&h);
     }
 }
 
-/* st_read: the 8-byte length against the file. */
+/* ckpt__st_read: the 8-byte length against the file. */
 TEST(st_read_length)
 {
     struct accel_error err = {0};
-    struct st_header h;
+    struct ckpt__st_header h;
     unsigned char buf[64];
     char path[512];
     int fd;
@@ -687,35 +689,36 @@ TEST(st_read_length)
 
     /* shorter than the length itself */
     ASSERT_INT_EQ(pwrite(fd, "\x02\0\0\0\0", 5, 0), 5);
-    ASSERT_ERR(st_read(fd, 5, ST_MAX_HEADER, path, &h, &err), &err, ACCEL_EPARSE, "too short");
+    ASSERT_ERR(ckpt__st_read(fd, 5, ST_MAX_HEADER, path, &h, &err), &err, ACCEL_EPARSE,
+               "too short");
 
     /* a header of 100 bytes in a file of 8 + 50 */
     memset(buf, ' ', sizeof buf);
     buf[0] = 100;
     memset(buf + 1, 0, 7);
     ASSERT_INT_EQ(pwrite(fd, buf, 58, 0), 58);
-    ASSERT_ERR(st_read(fd, 58, ST_MAX_HEADER, path, &h, &err), &err, ACCEL_EPARSE,
+    ASSERT_ERR(ckpt__st_read(fd, 58, ST_MAX_HEADER, path, &h, &err), &err, ACCEL_EPARSE,
                "the header length 100 runs past the end of the file");
 
     /* over the caps: the reader's and the caller's */
     memset(buf, 0, 8);
     buf[5] = 1; /* 2^40 */
     ASSERT_INT_EQ(pwrite(fd, buf, 8, 0), 8);
-    ASSERT_ERR(st_read(fd, 58, ST_MAX_HEADER, path, &h, &err), &err, ACCEL_ETOOBIG,
+    ASSERT_ERR(ckpt__st_read(fd, 58, ST_MAX_HEADER, path, &h, &err), &err, ACCEL_ETOOBIG,
                "a header of 1099511627776 bytes");
     memset(buf, 0, 8);
     buf[0] = 48;
     memcpy(buf + 8, "{}", 2);
     ASSERT_INT_EQ(pwrite(fd, buf, 56, 0), 56);
-    ASSERT_ERR(st_read(fd, 56, 40, path, &h, &err), &err, ACCEL_ETOOBIG, "limit 40");
-    ASSERT_ACCEL_OK(st_read(fd, 56, 48, path, &h, &err), &err);
+    ASSERT_ERR(ckpt__st_read(fd, 56, 40, path, &h, &err), &err, ACCEL_ETOOBIG, "limit 40");
+    ASSERT_ACCEL_OK(ckpt__st_read(fd, 56, 48, path, &h, &err), &err);
     ASSERT_INT_EQ(h.data_start, 56);
-    st_header_free(&h);
+    ckpt__st_header_free(&h);
     /* the same header, a byte of data the header does not account for */
-    ASSERT_ERR(st_read(fd, 57, 48, path, &h, &err), &err, ACCEL_EPARSE,
+    ASSERT_ERR(ckpt__st_read(fd, 57, 48, path, &h, &err), &err, ACCEL_EPARSE,
                "hold 0 bytes but the file has 1");
     /* a file shorter than the caller says */
-    ASSERT_ERR(st_read(fd, 200, ST_MAX_HEADER, path, &h, &err), &err, ACCEL_EPARSE,
+    ASSERT_ERR(ckpt__st_read(fd, 200, ST_MAX_HEADER, path, &h, &err), &err, ACCEL_EPARSE,
                "hold 0 bytes but the file has 144");
     close(fd);
     remove_tmpdir();
@@ -786,7 +789,7 @@ TEST(rank_file_format)
     struct model m;
     struct accel_ckpt_save_opts o;
     struct accel_error err = {0};
-    struct st_header h;
+    struct ckpt__st_header h;
     char root[256], path[512];
     int fd;
 
@@ -799,18 +802,18 @@ TEST(rank_file_format)
     snprintf(path, sizeof path, "%s/step-00000001/rank-00001-of-00002.safetensors", root);
     fd = open(path, O_RDONLY);
     ASSERT(fd >= 0);
-    ASSERT_ACCEL_OK(st_read(fd, file_size(path), ST_MAX_HEADER, path, &h, &err), &err);
+    ASSERT_ACCEL_OK(ckpt__st_read(fd, file_size(path), ST_MAX_HEADER, path, &h, &err), &err);
     close(fd);
     ASSERT_INT_EQ(h.data_start % 8, 0);
-    ASSERT_STR_EQ(st_meta(&h, "format"), "pt");
-    ASSERT_CONTAINS(st_meta(&h, "accelrun.pieces"), "\"h.1.x\"");
+    ASSERT_STR_EQ(ckpt__st_meta(&h, "format"), "pt");
+    ASSERT_CONTAINS(ckpt__st_meta(&h, "accelrun.pieces"), "\"h.1.x\"");
     ASSERT_INT_EQ(h.nt, 4);
-    ASSERT_INT_EQ(st_find(&h, "h.1.x")->ndim, 1);
-    ASSERT_INT_EQ(st_find(&h, "h.1.x")->shape[0], 21);
-    ASSERT_INT_EQ(st_find(&h, "ln_f.scale")->shape[0], 1);
-    ASSERT_STR_EQ(st_find(&h, "wte.bf16")->dtype, "BF16");
-    ASSERT(st_find(&h, "h.0.bias") == NULL);
-    st_header_free(&h);
+    ASSERT_INT_EQ(ckpt__st_find(&h, "h.1.x")->ndim, 1);
+    ASSERT_INT_EQ(ckpt__st_find(&h, "h.1.x")->shape[0], 21);
+    ASSERT_INT_EQ(ckpt__st_find(&h, "ln_f.scale")->shape[0], 1);
+    ASSERT_STR_EQ(ckpt__st_find(&h, "wte.bf16")->dtype, "BF16");
+    ASSERT(ckpt__st_find(&h, "h.0.bias") == NULL);
+    ckpt__st_header_free(&h);
     model_free(&m);
     remove_tmpdir();
 }
@@ -1187,16 +1190,16 @@ TEST(same_step_twice)
 static uint64_t data_offset(const char *path, const char *name)
 {
     struct accel_error err = {0};
-    struct st_header h;
+    struct ckpt__st_header h;
     uint64_t off;
     int fd = open(path, O_RDONLY);
 
     ASSERT(fd >= 0);
-    ASSERT_ACCEL_OK(st_read(fd, file_size(path), ST_MAX_HEADER, path, &h, &err), &err);
+    ASSERT_ACCEL_OK(ckpt__st_read(fd, file_size(path), ST_MAX_HEADER, path, &h, &err), &err);
     close(fd);
-    ASSERT(st_find(&h, name) != NULL);
-    off = h.data_start + st_find(&h, name)->begin;
-    st_header_free(&h);
+    ASSERT(ckpt__st_find(&h, name) != NULL);
+    off = h.data_start + ckpt__st_find(&h, name)->begin;
+    ckpt__st_header_free(&h);
     return off;
 }
 

@@ -126,11 +126,11 @@ static size_t read_to_close(int fd, uint8_t *buf, size_t size)
 
 static void expect_reply_status(const uint8_t *buf, size_t n, enum accel_err status)
 {
-    struct store_frame f;
+    struct bootstrap__frame f;
     struct accel_error err;
 
     ASSERT(n >= STORE_HDR);
-    ASSERT_OK(store_frame_decode(buf, true, &f, &err));
+    ASSERT_OK(bootstrap__frame_decode(buf, true, &f, &err));
     ASSERT_INT_EQ(f.status, status);
 }
 
@@ -138,7 +138,7 @@ static void expect_reply_status(const uint8_t *buf, size_t n, enum accel_err sta
 
 TEST(frame_roundtrip_and_rejects)
 {
-    struct store_frame f = {0}, g;
+    struct bootstrap__frame f = {0}, g;
     struct accel_error err;
     uint8_t b[STORE_HDR];
 
@@ -148,51 +148,51 @@ TEST(frame_roundtrip_and_rejects)
     f.vlen = 5;
     f.arg = -42;
     f.timeout_ms = 1500;
-    store_frame_encode(b, &f);
+    bootstrap__frame_encode(b, &f);
     ASSERT(memcmp(b, "ACST", 4) == 0);
-    ASSERT_OK(store_frame_decode(b, false, &g, &err));
+    ASSERT_OK(bootstrap__frame_decode(b, false, &g, &err));
     ASSERT_INT_EQ(g.op, STORE_SET);
     ASSERT(g.nonce == f.nonce);
     ASSERT_INT_EQ(g.klen, 3);
     ASSERT_INT_EQ(g.vlen, 5);
     ASSERT_INT_EQ(g.arg, -42);
     ASSERT_INT_EQ(g.timeout_ms, 1500);
-    ASSERT_INT_EQ(store_frame_decode(b, true, &g, &err), ACCEL_EPARSE); /* not a reply */
+    ASSERT_INT_EQ(bootstrap__frame_decode(b, true, &g, &err), ACCEL_EPARSE); /* not a reply */
 
     b[0] = 'X';
-    ASSERT_INT_EQ(store_frame_decode(b, false, &g, &err), ACCEL_EPARSE);
+    ASSERT_INT_EQ(bootstrap__frame_decode(b, false, &g, &err), ACCEL_EPARSE);
     ASSERT_CONTAINS(err.msg, "magic");
-    store_frame_encode(b, &f);
+    bootstrap__frame_encode(b, &f);
     b[4] = 9;
-    ASSERT_INT_EQ(store_frame_decode(b, false, &g, &err), ACCEL_EUNSUPPORTED);
+    ASSERT_INT_EQ(bootstrap__frame_decode(b, false, &g, &err), ACCEL_EUNSUPPORTED);
     ASSERT_CONTAINS(err.msg, "version 9");
-    store_frame_encode(b, &f);
+    bootstrap__frame_encode(b, &f);
     b[38] = 1;
-    ASSERT_INT_EQ(store_frame_decode(b, false, &g, &err), ACCEL_EPARSE);
+    ASSERT_INT_EQ(bootstrap__frame_decode(b, false, &g, &err), ACCEL_EPARSE);
 
     f.klen = ACCEL_STORE_MAX_KEY + 1;
-    store_frame_encode(b, &f);
-    ASSERT_INT_EQ(store_frame_decode(b, false, &g, &err), ACCEL_ETOOBIG);
+    bootstrap__frame_encode(b, &f);
+    ASSERT_INT_EQ(bootstrap__frame_decode(b, false, &g, &err), ACCEL_ETOOBIG);
     f.klen = 3;
     f.vlen = ACCEL_STORE_MAX_VALUE + 1;
-    store_frame_encode(b, &f);
-    ASSERT_INT_EQ(store_frame_decode(b, false, &g, &err), ACCEL_ETOOBIG);
+    bootstrap__frame_encode(b, &f);
+    ASSERT_INT_EQ(bootstrap__frame_decode(b, false, &g, &err), ACCEL_ETOOBIG);
     f.vlen = 1;
     f.op = STORE_GET; /* a get with a value */
-    store_frame_encode(b, &f);
-    ASSERT_INT_EQ(store_frame_decode(b, false, &g, &err), ACCEL_EINVAL);
+    bootstrap__frame_encode(b, &f);
+    ASSERT_INT_EQ(bootstrap__frame_decode(b, false, &g, &err), ACCEL_EINVAL);
     f.vlen = 0;
     f.klen = 0; /* a get without a key */
-    store_frame_encode(b, &f);
-    ASSERT_INT_EQ(store_frame_decode(b, false, &g, &err), ACCEL_EINVAL);
+    bootstrap__frame_encode(b, &f);
+    ASSERT_INT_EQ(bootstrap__frame_decode(b, false, &g, &err), ACCEL_EINVAL);
     f.op = 77;
-    store_frame_encode(b, &f);
-    ASSERT_INT_EQ(store_frame_decode(b, false, &g, &err), ACCEL_EPARSE);
+    bootstrap__frame_encode(b, &f);
+    ASSERT_INT_EQ(bootstrap__frame_decode(b, false, &g, &err), ACCEL_EPARSE);
     f.op = STORE_BARRIER;
     f.klen = 1;
     f.arg = 0;
-    store_frame_encode(b, &f);
-    ASSERT_INT_EQ(store_frame_decode(b, false, &g, &err), ACCEL_EINVAL);
+    bootstrap__frame_encode(b, &f);
+    ASSERT_INT_EQ(bootstrap__frame_decode(b, false, &g, &err), ACCEL_EINVAL);
 }
 
 TEST(nonce_distinguishes_jobs_and_steps)
@@ -206,10 +206,10 @@ TEST(nonce_distinguishes_jobs_and_steps)
 
 /* ---------------------------------------------------------------- serve.c */
 
-static void put_frame(struct store_conn *c, unsigned op, const char *key, const char *val,
+static void put_frame(struct bootstrap__conn *c, unsigned op, const char *key, const char *val,
                       int64_t arg, uint32_t timeout_ms)
 {
-    struct store_frame f = {0};
+    struct bootstrap__frame f = {0};
     size_t klen = strlen(key), vlen = val ? strlen(val) : 0;
     size_t want = c->in_len + STORE_HDR + klen + vlen;
     uint8_t *p = accel_realloc(c->in, want);
@@ -224,7 +224,7 @@ static void put_frame(struct store_conn *c, unsigned op, const char *key, const 
     f.vlen = (uint32_t)vlen;
     f.arg = arg;
     f.timeout_ms = timeout_ms;
-    store_frame_encode(c->in + c->in_len, &f);
+    bootstrap__frame_encode(c->in + c->in_len, &f);
     memcpy(c->in + c->in_len + STORE_HDR, key, klen);
     if (vlen > 0)
         memcpy(c->in + c->in_len + STORE_HDR + klen, val, vlen);
@@ -234,24 +234,24 @@ static void put_frame(struct store_conn *c, unsigned op, const char *key, const 
 
 /* What server.c does after a batch: send (here: drop) the output, serve what
  * was held back, forget the connections given up.  Returns replies seen. */
-static unsigned settle(struct store_core *core, double now)
+static unsigned settle(struct bootstrap__core *core, double now)
 {
-    struct store_conn *c;
+    struct bootstrap__conn *c;
     unsigned replies = 0;
 
-    while ((c = store_core_next_touched(core)) != NULL) {
+    while ((c = bootstrap__core_next_touched(core)) != NULL) {
         for (size_t off = c->out_off; off < c->out_len;) {
-            struct store_frame f;
+            struct bootstrap__frame f;
             struct accel_error err;
-            ASSERT_OK(store_frame_decode(c->out + off, true, &f, &err));
+            ASSERT_OK(bootstrap__frame_decode(c->out + off, true, &f, &err));
             off += STORE_HDR + f.vlen;
             replies++;
         }
         c->out_off = c->out_len = 0;
         if (!c->dead && !c->closing && c->park_on == NULL && c->in_len >= STORE_HDR)
-            store_core_input(core, c, now);
+            bootstrap__core_input(core, c, now);
         if (c->dead || c->closing) {
-            store_core_drop(core, c);
+            bootstrap__core_drop(core, c);
             memset(c, 0, sizeof(*c));
         }
     }
@@ -267,39 +267,39 @@ TEST(serve_allocation_failures)
     test_alloc_install();
     live = test_alloc_live();
     for (unsigned long fail = 1;; fail++) {
-        struct store_core core;
-        struct store_conn a, b;
+        struct bootstrap__core core;
+        struct bootstrap__conn a, b;
         unsigned replies = 0;
 
         memset(&a, 0, sizeof(a));
         memset(&b, 0, sizeof(b));
         test_alloc_fail_at(fail);
-        if (store_core_init(&core, NONCE, 0) != ACCEL_OK) {
+        if (bootstrap__core_init(&core, NONCE, 0) != ACCEL_OK) {
             ASSERT_INT_EQ(test_alloc_live(), live);
             continue;
         }
         put_frame(&a, STORE_HELLO, "", NULL, 2, 0);
         put_frame(&a, STORE_SET, "k", "v", 0, 0);
         put_frame(&a, STORE_GET, "k", NULL, 0, 100);
-        store_core_input(&core, &a, 1.0);
+        bootstrap__core_input(&core, &a, 1.0);
         replies += settle(&core, 1.0);
         put_frame(&b, STORE_GET, "x", NULL, 0, 1000); /* parks */
-        store_core_input(&core, &b, 1.0);
+        bootstrap__core_input(&core, &b, 1.0);
         replies += settle(&core, 1.0);
         put_frame(&a, STORE_SET, "x", "y", 0, 0); /* wakes b */
         put_frame(&a, STORE_ADD, "n", NULL, 5, 0);
         put_frame(&a, STORE_BARRIER, "b", NULL, 2, 1000);
-        store_core_input(&core, &a, 1.0);
+        bootstrap__core_input(&core, &a, 1.0);
         replies += settle(&core, 1.0);
         put_frame(&b, STORE_BARRIER, "b", NULL, 2, 1000);
-        store_core_input(&core, &b, 1.0);
+        bootstrap__core_input(&core, &b, 1.0);
         replies += settle(&core, 1.0);
-        store_core_expire(&core, 100.0);
+        bootstrap__core_expire(&core, 100.0);
         replies += settle(&core, 100.0);
         bool clean = a.in_len == 0 && b.in_len == 0;
-        store_core_drop(&core, &a);
-        store_core_drop(&core, &b);
-        store_core_free(&core);
+        bootstrap__core_drop(&core, &a);
+        bootstrap__core_drop(&core, &b);
+        bootstrap__core_free(&core);
         ASSERT_INT_EQ(test_alloc_live(), live);
         if (test_alloc_count() < fail) { /* nothing failed: the whole script ran */
             ASSERT(clean);
@@ -315,20 +315,21 @@ TEST(serve_allocation_failures)
  * message or in its header (issue item 10). */
 TEST(serve_wrong_nonce_not_revealed)
 {
-    struct store_core core;
-    struct store_conn c;
-    struct store_frame f = {0};
+    struct bootstrap__core core;
+    struct bootstrap__conn c;
+    struct bootstrap__frame f = {0};
     struct accel_error err;
     char hex[32], msg[STORE_MAX_MSG + 1];
 
     memset(&c, 0, sizeof(c));
-    ASSERT_OK(store_core_init(&core, NONCE, 0));
+    ASSERT_OK(bootstrap__core_init(&core, NONCE, 0));
     put_frame(&c, STORE_HELLO, "", NULL, 2, 0);
-    store_frame_encode(c.in, &(struct store_frame){.op = STORE_HELLO, .nonce = NONCE ^ 0xff00});
-    store_core_input(&core, &c, 1.0);
+    bootstrap__frame_encode(c.in,
+                            &(struct bootstrap__frame){.op = STORE_HELLO, .nonce = NONCE ^ 0xff00});
+    bootstrap__core_input(&core, &c, 1.0);
     ASSERT(c.closing);
     ASSERT(c.out_len >= STORE_HDR);
-    ASSERT_OK(store_frame_decode(c.out, true, &f, &err));
+    ASSERT_OK(bootstrap__frame_decode(c.out, true, &f, &err));
     ASSERT_INT_EQ(f.status, ACCEL_ENONCE);
     ASSERT(f.nonce != NONCE);
     ASSERT(f.vlen <= STORE_MAX_MSG && c.out_len == STORE_HDR + f.vlen);
@@ -340,36 +341,36 @@ TEST(serve_wrong_nonce_not_revealed)
     snprintf(hex, sizeof(hex), "%llx", (unsigned long long)NONCE);
     ASSERT(strstr(msg, hex) == NULL);
     ASSERT_CONTAINS(msg, "another job");
-    store_core_drop(&core, &c);
-    store_core_free(&core);
+    bootstrap__core_drop(&core, &c);
+    bootstrap__core_free(&core);
 }
 
 /* A partial request's body counts in core->inflight until it is served or
  * its connection dropped. */
 TEST(serve_partial_request_accounted)
 {
-    struct store_core core;
-    struct store_conn c;
+    struct bootstrap__core core;
+    struct bootstrap__conn c;
 
     memset(&c, 0, sizeof(c));
-    ASSERT_OK(store_core_init(&core, NONCE, 0));
+    ASSERT_OK(bootstrap__core_init(&core, NONCE, 0));
     put_frame(&c, STORE_SET, "k", "vvvv", 0, 0);
     c.in_len -= 2; /* two bytes of the value still to come */
-    store_core_input(&core, &c, 1.0);
+    bootstrap__core_input(&core, &c, 1.0);
     ASSERT(core.inflight == STORE_HDR + 5);
     ASSERT(core.bytes == 0);
     c.in_len += 2;
-    store_core_input(&core, &c, 1.0);
+    bootstrap__core_input(&core, &c, 1.0);
     ASSERT(core.inflight == 0);
     ASSERT(core.bytes == 5);
     put_frame(&c, STORE_SET, "j", "vvvv", 0, 0);
     c.in_len -= 1;
-    store_core_input(&core, &c, 1.0);
+    bootstrap__core_input(&core, &c, 1.0);
     ASSERT(core.inflight == STORE_HDR + 5);
     settle(&core, 1.0);
-    store_core_drop(&core, &c);
+    bootstrap__core_drop(&core, &c);
     ASSERT(core.inflight == 0);
-    store_core_free(&core);
+    bootstrap__core_free(&core);
 }
 
 /* A small set that arrives whole while another client's big one is still
@@ -377,8 +378,8 @@ TEST(serve_partial_request_accounted)
  * is buffered never pass max_bytes together (issue item 2). */
 TEST(serve_held_and_buffered_within_max_bytes)
 {
-    struct store_core core;
-    struct store_conn big, small;
+    struct bootstrap__core core;
+    struct bootstrap__conn big, small;
     char val[201];
     uint64_t held;
 
@@ -386,24 +387,24 @@ TEST(serve_held_and_buffered_within_max_bytes)
     memset(&small, 0, sizeof(small));
     memset(val, 'w', 200);
     val[200] = '\0';
-    ASSERT_OK(store_core_init(&core, NONCE, 4096));
+    ASSERT_OK(bootstrap__core_init(&core, NONCE, 4096));
     put_frame(&big, STORE_HELLO, "", NULL, 2, 0);
     put_frame(&small, STORE_HELLO, "", NULL, 2, 0);
-    store_core_input(&core, &big, 1.0);
-    store_core_input(&core, &small, 1.0);
+    bootstrap__core_input(&core, &big, 1.0);
+    bootstrap__core_input(&core, &small, 1.0);
     settle(&core, 1.0);
     /* 3900 bytes claimed, none sent yet: 3941 reserved of 4096 */
     big.in = accel_realloc(big.in, STORE_HDR + 1);
     ASSERT(big.in != NULL);
     big.in_cap = STORE_HDR + 1;
-    store_frame_encode(
-        big.in, &(struct store_frame){.op = STORE_SET, .nonce = NONCE, .klen = 1, .vlen = 3900});
+    bootstrap__frame_encode(big.in, &(struct bootstrap__frame){
+                                        .op = STORE_SET, .nonce = NONCE, .klen = 1, .vlen = 3900});
     big.in[STORE_HDR] = 'a';
     big.in_len = STORE_HDR + 1;
-    store_core_input(&core, &big, 1.0);
+    bootstrap__core_input(&core, &big, 1.0);
     ASSERT_INT_EQ(core.inflight, STORE_HDR + 1 + 3900);
     put_frame(&small, STORE_SET, "b", val, 0, 0); /* 201 bytes more would pass 4096 */
-    store_core_input(&core, &small, 1.0);
+    bootstrap__core_input(&core, &small, 1.0);
     held = core.bytes;
     ASSERT(small.closing);
     ASSERT(small.out_len > STORE_HDR);
@@ -412,8 +413,8 @@ TEST(serve_held_and_buffered_within_max_bytes)
               (unsigned long long)core.inflight);
     ASSERT(held + core.inflight <= 4096);
     settle(&core, 1.0);
-    store_core_drop(&core, &big);
-    store_core_free(&core);
+    bootstrap__core_drop(&core, &big);
+    bootstrap__core_free(&core);
 }
 
 /* ---------------------------------------------------------------- tcp */
@@ -794,14 +795,14 @@ TEST(tcp_connect_timeout_reports_elapsed)
  * key, but none of the value. */
 static void send_set_header(int fd, uint64_t nonce, uint32_t vlen)
 {
-    struct store_frame f = {0};
+    struct bootstrap__frame f = {0};
     uint8_t b[STORE_HDR + 1];
 
     f.op = STORE_SET;
     f.nonce = nonce;
     f.klen = 1;
     f.vlen = vlen;
-    store_frame_encode(b, &f);
+    bootstrap__frame_encode(b, &f);
     b[STORE_HDR] = 'k';
     ASSERT(send(fd, b, sizeof(b), MSG_NOSIGNAL) == (ssize_t)sizeof(b));
 }
@@ -876,16 +877,16 @@ TEST(tcp_big_set_checked_before_buffering)
 
 /* The server's deadlines (weak, so that this file also builds against a
  * tree without them, where setting them is skipped). */
-extern double store_hello_timeout_s __attribute__((weak));
-extern double store_frame_timeout_s __attribute__((weak));
-extern double store_warn_interval_s __attribute__((weak));
+extern double bootstrap__hello_timeout_s __attribute__((weak));
+extern double bootstrap__frame_timeout_s __attribute__((weak));
+extern double bootstrap__warn_interval_s __attribute__((weak));
 
 static void set_deadlines(double hello_s, double frame_s, double warn_s)
 {
-    if (&store_hello_timeout_s != NULL) {
-        store_hello_timeout_s = hello_s;
-        store_frame_timeout_s = frame_s;
-        store_warn_interval_s = warn_s;
+    if (&bootstrap__hello_timeout_s != NULL) {
+        bootstrap__hello_timeout_s = hello_s;
+        bootstrap__frame_timeout_s = frame_s;
+        bootstrap__warn_interval_s = warn_s;
     }
 }
 
@@ -900,7 +901,7 @@ static void pause_ms(long ms)
 TEST(tcp_hello_and_request_deadlines)
 {
     struct accel_store_server *srv;
-    struct store_frame f = {0};
+    struct bootstrap__frame f = {0};
     uint8_t b[STORE_HDR];
     unsigned port;
     int silent, slow;
@@ -914,14 +915,14 @@ TEST(tcp_hello_and_request_deadlines)
     f.op = STORE_HELLO;
     f.nonce = NONCE;
     f.arg = 1;
-    store_frame_encode(b, &f);
+    bootstrap__frame_encode(b, &f);
     ASSERT(send(slow, b, STORE_HDR, MSG_NOSIGNAL) == STORE_HDR);
     ASSERT(recv(slow, b, STORE_HDR, MSG_WAITALL) == STORE_HDR);
     expect_reply_status(b, STORE_HDR, ACCEL_OK);
     f.op = STORE_SET;
     f.klen = 1;
     f.vlen = 1;
-    store_frame_encode(b, &f);
+    bootstrap__frame_encode(b, &f);
     t0 = accel_now();
     for (int i = 0; i < 4; i++) { /* a byte every 0.1 s: never a whole request */
         ASSERT(send(slow, b + i, 1, MSG_NOSIGNAL) == 1);
@@ -1040,7 +1041,7 @@ static void *refuser_run(void *p)
 
     setsockopt(r->lfd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     while (!r->stop) {
-        struct store_frame f = {0}, q;
+        struct bootstrap__frame f = {0}, q;
         struct accel_error err;
         uint8_t b[STORE_HDR + 128];
         const char *why = r->mode == 0 ? "no request of this job within 10 s of connecting"
@@ -1052,10 +1053,10 @@ static void *refuser_run(void *p)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
         f.op = STORE_HELLO | STORE_REPLY;
         if (recv(fd, b, STORE_HDR, MSG_WAITALL) == STORE_HDR && r->mode == 1) {
-            store_frame_encode(b, &f); /* the hello answered */
+            bootstrap__frame_encode(b, &f); /* the hello answered */
             if (send(fd, b, STORE_HDR, MSG_NOSIGNAL) != STORE_HDR ||
                 recv(fd, b, STORE_HDR, MSG_WAITALL) != STORE_HDR ||
-                store_frame_decode(b, false, &q, &err) != ACCEL_OK ||
+                bootstrap__frame_decode(b, false, &q, &err) != ACCEL_OK ||
                 recv(fd, b, q.klen, MSG_WAITALL) != (ssize_t)q.klen) {
                 close(fd);
                 continue;
@@ -1063,7 +1064,7 @@ static void *refuser_run(void *p)
         }
         f.status = ACCEL_ETIMEDOUT;
         f.vlen = (uint32_t)strlen(why);
-        store_frame_encode(b, &f);
+        bootstrap__frame_encode(b, &f);
         memcpy(b + STORE_HDR, why, f.vlen);
         if (send(fd, b, STORE_HDR + f.vlen, MSG_NOSIGNAL) < 0)
             test_note("refuser: %s", strerror(errno));
@@ -1311,7 +1312,7 @@ TEST(tcp_server_survives_garbage)
     unsigned port = accel_store_server_port(srv);
     struct accel_store *good = client(port, NONCE, 0, 1, 3);
     struct accel_error err;
-    struct store_frame f = {0};
+    struct bootstrap__frame f = {0};
     uint8_t buf[4096], hdr[STORE_HDR];
     size_t n;
     int stall, fd;
@@ -1331,7 +1332,7 @@ TEST(tcp_server_survives_garbage)
     f.nonce = NONCE;
     f.klen = 1;
     f.vlen = 1u << 30;
-    store_frame_encode(hdr, &f);
+    bootstrap__frame_encode(hdr, &f);
     ASSERT_INT_EQ(send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL), sizeof(hdr));
     n = read_to_close(fd, buf, sizeof(buf));
     expect_reply_status(buf, n, ACCEL_ETOOBIG);
@@ -1341,7 +1342,7 @@ TEST(tcp_server_survives_garbage)
     f.vlen = 0;
     f.klen = 2;
     f.op = STORE_GET;
-    store_frame_encode(hdr, &f);
+    bootstrap__frame_encode(hdr, &f);
     ASSERT_INT_EQ(send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL), sizeof(hdr));
     ASSERT_INT_EQ(send(fd, "a\0", 2, MSG_NOSIGNAL), 2);
     n = read_to_close(fd, buf, sizeof(buf));
@@ -1351,7 +1352,7 @@ TEST(tcp_server_survives_garbage)
     fd = raw_connect(port); /* a client that vanishes while parked */
     f.klen = 4;
     f.timeout_ms = 60000;
-    store_frame_encode(hdr, &f);
+    bootstrap__frame_encode(hdr, &f);
     ASSERT_INT_EQ(send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL), sizeof(hdr));
     ASSERT_INT_EQ(send(fd, "park", 4, MSG_NOSIGNAL), 4);
     close(fd);
@@ -1386,7 +1387,7 @@ TEST(tcp_client_that_never_reads)
     unsigned port = accel_store_server_port(srv);
     struct accel_store *good = client(port, NONCE, 0, 1, 5);
     struct accel_error err;
-    struct store_frame f = {0};
+    struct bootstrap__frame f = {0};
     size_t big = 1u << 20;
     char *b = calloc(1, big);
     uint8_t req[STORE_HDR + 3];
@@ -1402,7 +1403,7 @@ TEST(tcp_client_that_never_reads)
     f.nonce = NONCE;
     f.klen = 3;
     f.timeout_ms = 1000;
-    store_frame_encode(req, &f);
+    bootstrap__frame_encode(req, &f);
     memcpy(req + STORE_HDR, "big", 3);
     /* 2000 requests = 2 GB of replies if the server queued them all */
     for (unsigned i = 0; i < 2000; i++) {
