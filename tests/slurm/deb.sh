@@ -11,12 +11,11 @@
 # Then lab.sh down and dpkg -P (purge: the edited conffile goes too), also
 # when a case fails or the script is interrupted, so the host is as before.
 #
-# The lab runs with ACCELRUN_SPANK=none, not with the installed path: lab.sh
-# installs ACCELRUN_SPANK into PluginDir/accelrun.so itself, and `install` of
-# that file onto itself fails ("are the same file").  With none the lab
-# installs no plugin and writes no snippet of its own, so what srun and
-# slurmstepd load is exactly the package's file, through the package's
-# conffile (the lab's plugstack.conf includes plugstack.conf.d/*.conf).
+# The lab runs with ACCELRUN_SPANK=none: it then installs no plugin and
+# writes no snippet of its own, so what srun and slurmstepd load is exactly
+# the package's file, through the package's conffile (the lab's
+# plugstack.conf includes plugstack.conf.d/*.conf), as on a site.  (lab.sh
+# also loads an installed plugin in place when ACCELRUN_SPANK names it.)
 #
 # The lab uses fixed names on this host (bridge, namespaces, user alice), so
 # the script runs under flock /tmp/accelrun-lab.lock (re-executing itself;

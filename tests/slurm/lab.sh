@@ -163,8 +163,14 @@ install_plugin() { # ARGS...
         if [ -e "$SNIPPET" ] && recorded "rm $SNIPPET"; then rm -f "$SNIPPET"; fi
         return 0
     fi
-    claim_file "$dir/accelrun.so"
-    install -m 755 "$SPANK" "$dir/accelrun.so" # new inode: running steps keep the old one
+    if [ "$SPANK" -ef "$dir/accelrun.so" ]; then
+        # the plugin a package installed (slurm-accelrun-plugin): loaded where
+        # it is, and left to its package when the lab goes down
+        say "plugin $SPANK is the one installed in Slurm's plugin directory; loaded in place"
+    else
+        claim_file "$dir/accelrun.so"
+        install -m 755 "$SPANK" "$dir/accelrun.so" # new inode: running steps keep the old one
+    fi
     cp -f "$SPANK" "$STATE/plugin.so"
     printf 'required accelrun.so %s\n' "$*" | put_file "$SNIPPET"
     printf '%s\n' "$*" >"$STATE/plugstack-args"
