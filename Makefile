@@ -291,7 +291,9 @@ test: deps
 	$(Q)bash tests/examples/run.sh $(BUILD)
 	$(Q)bash tests/examples/cuda_emu/run.sh $(BUILD)
 	$(Q)sh tests/install/run.sh
+	$(Q)$(MAKE) --no-print-directory test-deb
 	$(Q)$(MAKE) --no-print-directory test-slurm
+	$(Q)bash tests/slurm/deb.sh $(BUILD)/deb
 
 # The two-node Slurm lab (root, network namespaces; says SKIP and why elsewhere).
 test-slurm: all $(PROG_BIN)
