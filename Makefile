@@ -196,12 +196,19 @@ $(SPANK_SO): $(SPANK_OBJ) $(LIB_OBJ) spank/accelrun.lds
 	$(Q)$(CC) -shared $(LDFLAGS) -Wl,--version-script=spank/accelrun.lds -o $@ $(SPANK_OBJ) \
 	    $(LIB_OBJ) $(PLUGIN_LIBS)
 
-$(BUILD)/obj/%.o: %.c
+# What a build folder was configured with: where it changes (a CUDA toolkit
+# installed since, NO_CUDA given or dropped), every object is rebuilt, since
+# ACCEL_HAVE_NCCL and ACCEL_HAVE_CUDA change what the C files compile to.
+BUILD_CONF := nccl=$(if $(HAVE_NCCL),$(NCCL_HOME),no) cuda=$(if $(HAVE_CUDA),$(CUDA_HOME),no)
+$(shell mkdir -p $(BUILD) && [ "$$(cat $(BUILD)/.config 2>/dev/null)" = "$(BUILD_CONF)" ] || \
+    echo "$(BUILD_CONF)" >$(BUILD)/.config)
+
+$(BUILD)/obj/%.o: %.c $(BUILD)/.config
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/%.cu.o: %.cu
+$(BUILD)/obj/%.cu.o: %.cu $(BUILD)/.config
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  NVCC    $<")
 	$(Q)$(NVCC) $(NVCCFLAGS) -MD -MP -MF $(@:.o=.d) -c $< -o $@
