@@ -13,7 +13,7 @@
 #   - compiles a small program with pkg-config against the scratch root's
 #     headers, accelrun.pc and libaccelrun.so, and runs it on a corpus config.
 # Prints each command it runs ("# run: ..."), TAP-like lines and
-# "deb: N passed, N failed"; exits 1 when a check failed.
+# "deb: N passed, N failed, N skipped"; exits 1 when a check failed.
 #   ACCEL_SHARED   the shared folder with corpus/ (default ../shared)
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -23,21 +23,10 @@ cd "$ROOT" || exit 2
 SHARED=${ACCEL_SHARED:-$ROOT/../shared}
 CONFIG=$SHARED/corpus/accelerate-configs/templates__multi_gpu.yaml
 
-pass=0 fail=0
-ok() {
-    pass=$((pass + 1))
-    echo "ok - $1"
-}
-bad() {
-    fail=$((fail + 1))
-    echo "not ok - $1"
-    if [ -n "${2:-}" ]; then printf '%s\n' "$2" | tail -n 30 | sed 's/^/#   /'; fi
-}
-finish() {
-    echo "deb: $pass passed, $fail failed"
-    [ "$fail" -eq 0 ]
-    exit
-}
+TAP_NAME=deb
+TAP_TAIL=30
+# shellcheck source=tests/lib/tap.sh
+. "$ROOT/tests/lib/tap.sh"
 run() { # CMD...: print it, run it; output in $out, status in $rc
     echo "# run: $*"
     out=$("$@" 2>&1)
@@ -153,35 +142,12 @@ else
 fi
 
 # -------------------------------------------------------------- a user program
-cat >"$tmp/use.c" <<'C'
-#include <accel/env.h>
-#include <stdio.h>
-
-int main(int argc, char **argv)
-{
-    struct accel_diags d;
-    struct accel_cfg cfg;
-    struct accel_env env;
-    struct accel_error err;
-    struct accel_layout lay = {1, 0, 2, 1, -1, 0, NULL, 0, 0};
-
-    accel_diags_init(&d);
-    if (argc < 2 || accel_cfg_load(&cfg, argv[1], NULL, &d, &err) != ACCEL_OK ||
-        accel_env_build(&cfg, &lay, NULL, &env, &err) != ACCEL_OK)
-        return 1;
-    printf("%s\n", accel_env_get(&env, "RANK"));
-    accel_env_free(&env);
-    accel_cfg_free(&cfg);
-    accel_diags_free(&d);
-    return 0;
-}
-C
 export PKG_CONFIG_SYSROOT_DIR=$tmp/root PKG_CONFIG_PATH=$tmp/root/usr/lib/$multiarch/pkgconfig
 run pkg-config --cflags --libs accelrun
 flags=$out
 echo "#   $flags"
 # shellcheck disable=SC2086  # pkg-config prints several words on purpose
-run cc -Wall -Werror -o "$tmp/use" "$tmp/use.c" $flags
+run cc -Wall -Werror -o "$tmp/use" "$ROOT/tests/install/use.c" $flags
 if [ "$rc" -ne 0 ]; then
     bad "cc use.c \$(pkg-config --cflags --libs accelrun) against the unpacked packages" "$out"
     finish

@@ -9,32 +9,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 make --no-print-directory -s install PREFIX=/usr DESTDIR="$tmp/root" >/dev/null
-cat >"$tmp/use.c" <<'C'
-#include <accel/env.h>
-#include <stdio.h>
-
-int main(int argc, char **argv)
-{
-    struct accel_diags d;
-    struct accel_cfg cfg;
-    struct accel_env env;
-    struct accel_error err;
-    struct accel_layout lay = {1, 0, 2, 1, -1, 0, NULL, 0, 0};
-
-    accel_diags_init(&d);
-    if (argc < 2 || accel_cfg_load(&cfg, argv[1], NULL, &d, &err) != ACCEL_OK ||
-        accel_env_build(&cfg, &lay, NULL, &env, &err) != ACCEL_OK)
-        return 1;
-    printf("%s\n", accel_env_get(&env, "RANK"));
-    accel_env_free(&env);
-    accel_cfg_free(&cfg);
-    accel_diags_free(&d);
-    return 0;
-}
-C
 export PKG_CONFIG_SYSROOT_DIR="$tmp/root" PKG_CONFIG_PATH="$tmp/root/usr/lib/pkgconfig"
 # shellcheck disable=SC2046  # pkg-config prints several words on purpose
-cc -o "$tmp/use" "$tmp/use.c" $(pkg-config --cflags --libs accelrun)
+cc -o "$tmp/use" "$HERE/use.c" $(pkg-config --cflags --libs accelrun)
 got=$(LD_LIBRARY_PATH="$tmp/root/usr/lib" "$tmp/use" "${ACCEL_SHARED:-../shared}/corpus/accelerate-configs/templates__multi_gpu.yaml")
 pass=0 failed=0
 if [ "$got" = "1" ]; then

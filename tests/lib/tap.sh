@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # tests/lib/tap.sh: the TAP-like lines and totals of the test scripts that
-# source it (tests/examples/run.sh, tests/examples/cuda_emu/run.sh,
+# source it (tests/examples/run.sh, tests/examples/cuda_emu/run.sh, tests/deb/run.sh,
 # tests/gpu/train.sh).  Set before sourcing:
 #   TAP_NAME   the summary line's prefix ("examples: 3 passed, 0 failed, 1 skipped")
 #   TAP_TAIL   lines of detail bad() shows (default 15)

@@ -79,6 +79,31 @@ preflight() {
     unshare --net --uts true 2>/dev/null || skip_all "unshare cannot create network/UTS namespaces here"
 }
 
+# lab_up FAILED-NAME OK-NAME: brings the lab up; a failure ends the tier with
+# the lab's output, success is an ok line with the time it took
+lab_up() {
+    local t0=$SECONDS
+    if ! out=$("$LAB" up 2>&1); then
+        bad "$1" "$out"
+        finish
+    fi
+    ok "$2 ($((SECONDS - t0)) s)"
+}
+
+# lab_workdir DIR [PREFIX]: $W, an empty folder DIR in the lab user's home
+# ($HOME_A) with dumpenv.py in it; PREFIX starts the failure's name
+lab_workdir() {
+    HOME_A=$(getent passwd "$LAB_USER" | cut -d: -f6)
+    if [ ! -d "$HOME_A" ] || [ "$HOME_A" = / ]; then
+        bad "${2:-}$LAB_USER has a home directory (got '$HOME_A')"
+        finish
+    fi
+    W=$HOME_A/$1
+    rm -rf "$W"
+    mkdir -p "$W"
+    cp "$HERE/dumpenv.py" "$W/"
+}
+
 # A: run CMD as alice in DIR with a clean environment and a time limit;
 # output (stdout + stderr) in $out, exit status in $rc
 A() {

@@ -97,23 +97,10 @@ else
     finish
 fi
 
-t_start=$SECONDS
-out=$("$LAB" up 2>&1)
-if [ $? -ne 0 ]; then
-    bad "lab up (ACCELRUN_SPANK=none: the package's plugin only)" "$out"
-    finish
-fi
-ok "lab up: slurmd n1 and n2; plugstack: the package's conffile only ($((SECONDS - t_start)) s)"
-
-HOME_A=$(getent passwd "$LAB_USER" | cut -d: -f6)
-if [ ! -d "$HOME_A" ] || [ "$HOME_A" = / ]; then
-    bad "$LAB_USER has a home directory (got '$HOME_A')"
-    finish
-fi
-W=$HOME_A/acclab-deb
-rm -rf "$W"
+lab_up "lab up (ACCELRUN_SPANK=none: the package's plugin only)" \
+    "lab up: slurmd n1 and n2; plugstack: the package's conffile only"
+lab_workdir acclab-deb
 mkdir -p "$W/o"
-cp "$HERE/dumpenv.py" "$W/"
 cat >"$W/cfg.yaml" <<'Y'
 # 2 nodes x 2 processes, fp16
 compute_environment: LOCAL_MACHINE

@@ -50,12 +50,7 @@ T
 export ACCELRUN_LAB_NODES=4 ACCELRUN_LAB_TOPOLOGY=$TOPO
 
 t_start=$SECONDS
-out=$("$LAB" up 2>&1)
-if [ $? -ne 0 ]; then
-    bad "order: lab up with 4 nodes" "$out"
-    finish
-fi
-ok "order: lab up: slurmd n1..n4, leaf1 = n[1,3], leaf2 = n[2,4] ($((SECONDS - t_start)) s)"
+lab_up "order: lab up with 4 nodes" "order: lab up: slurmd n1..n4, leaf1 = n[1,3], leaf2 = n[2,4]"
 
 out=$(scontrol show topology 2>&1)
 if printf '%s\n' "$out" | grep -qE '^SwitchName=leaf1 .*Nodes=n\[1,3\]' &&
@@ -65,15 +60,8 @@ else
     bad "order: scontrol show topology: want leaf1 Nodes=n[1,3], leaf2 Nodes=n[2,4]" "$out"
 fi
 
-HOME_A=$(getent passwd "$LAB_USER" | cut -d: -f6)
-if [ ! -d "$HOME_A" ] || [ "$HOME_A" = / ]; then
-    bad "order: $LAB_USER has a home directory (got '$HOME_A')"
-    finish
-fi
-W=$HOME_A/acclab-order
-rm -rf "$W"
+lab_workdir acclab-order "order: "
 mkdir -p "$W/o"
-cp "$HERE/dumpenv.py" "$W/"
 cat >"$W/cfg.yaml" <<'Y'
 # 4 nodes x 2 processes, bf16
 compute_environment: LOCAL_MACHINE

@@ -64,22 +64,9 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 t_start=$SECONDS
-out=$("$LAB" up 2>&1)
-if [ $? -ne 0 ]; then
-    bad "lab up" "$out"
-    finish
-fi
-ok "lab up: munged, slurmctld, slurmd n1 and n2 in network namespaces ($((SECONDS - t_start)) s)"
-
-HOME_A=$(getent passwd "$LAB_USER" | cut -d: -f6)
-if [ ! -d "$HOME_A" ] || [ "$HOME_A" = / ]; then
-    bad "$LAB_USER has a home directory (got '$HOME_A')"
-    finish
-fi
-W=$HOME_A/acclab
-rm -rf "$W"
-mkdir -p "$W"
-cp "$HERE/dumpenv.py" "$ROOT/tests/interop/torch_allreduce.py" "$ROOT/tests/interop/accelerate_state.py" "$W/"
+lab_up "lab up" "lab up: munged, slurmctld, slurmd n1 and n2 in network namespaces"
+lab_workdir acclab
+cp "$ROOT/tests/interop/torch_allreduce.py" "$ROOT/tests/interop/accelerate_state.py" "$W/"
 
 # failed NAME: the command must have exited non-zero
 failed() {
