@@ -43,9 +43,17 @@ struct topo_opts {
     bool json, dot;
 };
 
-static const char *nic_name(const struct accel_topo *t, const struct accel_node_rank *r)
+/* The rank's NIC for the table; one across the CPU interconnect says so
+ * ("mlx5_0 (SYS)"): NCCL's traffic then crosses the sockets. */
+static const char *nic_name(const struct accel_topo *t, const struct accel_node_rank *r, char *buf,
+                            size_t len)
 {
-    return r->nic >= 0 ? t->nics[r->nic].name : "-";
+    if (r->nic < 0)
+        return "-";
+    if (r->nic_link != ACCEL_LINK_SYS)
+        return t->nics[r->nic].name;
+    snprintf(buf, len, "%s (SYS)", t->nics[r->nic].name);
+    return buf;
 }
 
 static void print_table(const struct accel_topo *t, const struct accel_node_plan *p)
@@ -54,11 +62,11 @@ static void print_table(const struct accel_topo *t, const struct accel_node_plan
            "link to next");
     for (unsigned i = 0; i < p->nranks; i++) {
         const struct accel_node_rank *r = &p->ranks[i];
-        char numa[16];
+        char numa[16], nic[48];
         snprintf(numa, sizeof(numa), "%d", r->numa);
         printf("%-5u %-6s %-13s %-5s %-24s %-10s %s\n", i, r->gpu_id[0] ? r->gpu_id : "-",
                r->busid[0] ? r->busid : "-", r->numa >= 0 ? numa : "-", r->cpus ? r->cpus : "-",
-               nic_name(t, r), accel_link_name(r->next));
+               nic_name(t, r, nic, sizeof(nic)), accel_link_name(r->next));
     }
 }
 
@@ -67,8 +75,9 @@ static void print_dot(const struct accel_topo *t, const struct accel_node_plan *
     printf("graph accelrun_ring {\n  layout=circo;\n  node [shape=box];\n");
     for (unsigned i = 0; i < p->nranks; i++) {
         const struct accel_node_rank *r = &p->ranks[i];
+        char nic[48];
         printf("  r%u [label=\"rank %u\\nGPU %s %s\\nNUMA %d  NIC %s\"];\n", i, i,
-               r->gpu_id[0] ? r->gpu_id : "-", r->busid, r->numa, nic_name(t, r));
+               r->gpu_id[0] ? r->gpu_id : "-", r->busid, r->numa, nic_name(t, r, nic, sizeof(nic)));
     }
     for (unsigned i = 0; p->nranks > 1 && i < p->nranks; i++)
         printf("  r%u -- r%u [label=\"%s\"];\n", i, (i + 1) % p->nranks,
@@ -152,6 +161,7 @@ static cJSON *ranks_json(const struct accel_topo *t, const struct accel_node_pla
         cJSON_AddNumberToObject(o, "numa", r->numa);
         cJSON_AddStringToObject(o, "cpus", r->cpus ? r->cpus : "");
         cJSON_AddStringToObject(o, "nic", r->nic >= 0 ? t->nics[r->nic].name : "");
+        cJSON_AddStringToObject(o, "nic_link", accel_link_name(r->nic_link));
         cJSON_AddStringToObject(o, "link_to_next", accel_link_name(r->next));
         cJSON_AddItemToArray(arr, o);
     }

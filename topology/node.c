@@ -305,17 +305,21 @@ static bool nic_eligible(const struct accel_topo *t, unsigned n)
     return rdma ? t->nics[n].kind != ACCEL_NIC_ETHERNET : true;
 }
 
-/* Two passes.  First each GPU that has NICs behind its own PCI switch takes
- * one (GPUDirect RDMA without crossing the CPU: the rail-optimized layout);
- * then GPUs without one take a NIC of their NUMA node.  Within a pass the NIC
- * used least so far wins, then the one deeper under a common bridge, then PCI
- * order: GPUs spread over the NICs they share. */
+/* Three passes.  First each GPU that has NICs behind its own PCI switch
+ * takes one (GPUDirect RDMA without crossing the CPU: the rail-optimized
+ * layout); then GPUs without one take a NIC of their NUMA node; then the
+ * rest one across the CPU interconnect (SYS), which is what NCCL would use
+ * anyway when the node's only RDMA NICs sit on the other socket.  Within a
+ * pass the NIC used least so far wins, then the one deeper under a common
+ * bridge, then PCI order: GPUs spread over the NICs they share. */
 static void assign_nics(const struct accel_topo *t, struct accel_node_plan *p)
 {
+    static const enum accel_link passes[] = {ACCEL_LINK_PCI_SWITCH, ACCEL_LINK_NUMA,
+                                             ACCEL_LINK_SYS};
     unsigned uses[ACCEL_TOPO_MAX_NICS] = {0};
 
-    for (int pass = 0; pass < 2; pass++) {
-        enum accel_link want = pass == 0 ? ACCEL_LINK_PCI_SWITCH : ACCEL_LINK_NUMA;
+    for (size_t pass = 0; pass < sizeof(passes) / sizeof(passes[0]); pass++) {
+        enum accel_link want = passes[pass];
 
         for (unsigned r = 0; r < p->nranks; r++) {
             const struct accel_topo_pci *g;

@@ -185,18 +185,22 @@ static void check_plan(const struct accel_topo *t, const struct accel_plan_req *
                 for (unsigned c = 0; c < MAX_CPU; c++)
                     ASSERT(!mine[c] || local[c]);
             }
-            /* the NIC is behind the GPU's PCI switch, or on its NUMA node */
+            /* the NIC is behind the GPU's PCI switch, on its NUMA node, or,
+             * where the node has none closer, across the CPU interconnect:
+             * every GPU rank of a node with NICs has one */
             if (k->nic >= 0) {
                 const struct accel_topo_nic *nic = &t->nics[k->nic];
 
                 ASSERT((unsigned)k->nic < t->nnics);
                 if (k->nic_link == ACCEL_LINK_PCI_SWITCH)
                     ASSERT(common(&g->pci, &nic->pci) >= 2);
+                else if (k->nic_link == ACCEL_LINK_NUMA)
+                    ASSERT(common(&g->pci, &nic->pci) == 1 || (g->pci.numa & nic->pci.numa));
                 else
-                    ASSERT(k->nic_link == ACCEL_LINK_NUMA &&
-                           (common(&g->pci, &nic->pci) == 1 || (g->pci.numa & nic->pci.numa)));
+                    ASSERT(k->nic_link == ACCEL_LINK_SYS && common(&g->pci, &nic->pci) == 0);
             } else {
                 ASSERT_INT_EQ(k->nic_link, ACCEL_LINK_NONE);
+                ASSERT_INT_EQ(t->nnics, 0);
             }
         }
         /* the ranks of one socket are contiguous */
@@ -261,8 +265,10 @@ static const struct corpus_case {
      ACCEL_NVLINK_UNKNOWN,
      3,
      {"0 0000:06:00.0 0 mlx4_0 NUMA SYS 0,2,4,6,8,10,12,14,16,18,20,22",
-      "1 0000:11:00.0 1 - NONE NUMA 1,3,5,13,15,17",
-      "2 0000:14:00.0 1 - NONE SYS 7,9,11,19,21,23"}},
+      /* socket 1 has no NIC: its GPUs take the node's only HCA across the
+       * CPU interconnect, as NCCL would */
+      "1 0000:11:00.0 1 mlx4_0 SYS NUMA 1,3,5,13,15,17",
+      "2 0000:14:00.0 1 mlx4_0 SYS SYS 7,9,11,19,21,23"}},
     /* Supermicro X9DRG-HF: 2 x 8 cores x 2 threads; three Tesla M2075 (03:00
      * on socket 0, 83:00 and 84:00 on socket 1); a ConnectX-4 (mlx5_0) under
      * 84:00's root port; two I350 ports; a Radeon and a Matrox VGA. */
@@ -274,7 +280,8 @@ static const struct corpus_case {
      2,
      ACCEL_NVLINK_UNKNOWN,
      3,
-     {"0 0000:03:00.0 0 - NONE SYS 0-7,16-23", "1 0000:83:00.0 1 mlx5_0 NUMA NUMA 8-11,24-27",
+     /* 03:00 has no NIC on socket 0: it takes mlx5_0 across the interconnect */
+     {"0 0000:03:00.0 0 mlx5_0 SYS SYS 0-7,16-23", "1 0000:83:00.0 1 mlx5_0 NUMA NUMA 8-11,24-27",
       "2 0000:84:00.0 1 mlx5_0 PCI_SWITCH SYS 12-15,28-31"}},
     /* Dell R910: 4 sockets x 10 cores in two groups of two; no GPU; four
      * Broadcom ports and a QLogic IB HCA (qib0): a CPU-only plan. */
@@ -756,11 +763,14 @@ TEST(ethernet_only_nics)
     check_plan(&t, &req, &p);
     ASSERT_INT_EQ(p.ranks[0].nic, 0);
     ASSERT_INT_EQ(p.ranks[0].nic_link, ACCEL_LINK_NUMA);
-    ASSERT_INT_EQ(p.ranks[1].nic, -1);
+    /* socket 1 has no port of its own: the one socket 0's rank left free,
+     * across the CPU interconnect */
+    ASSERT_INT_EQ(p.ranks[1].nic, 1);
+    ASSERT_INT_EQ(p.ranks[1].nic_link, ACCEL_LINK_SYS);
     ASSERT_OK(accel_node_plan_export(&t, &p, NULL, ranks, 3, &out, &e));
     ASSERT_STR_EQ(ranks[0].nccl_socket_ifname, "=eth0");
     ASSERT_STR_EQ(ranks[0].nccl_ib_hca, "");
-    ASSERT_STR_EQ(ranks[1].nccl_socket_ifname, "");
+    ASSERT_STR_EQ(ranks[1].nccl_socket_ifname, "=eth1");
     accel_node_plan_free(&p);
     t.nnics = 3;
     accel_topo_free(&t);
