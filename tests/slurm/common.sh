@@ -11,28 +11,24 @@ LAB=$HERE/lab.sh
 CHECK="/usr/bin/python3 $HERE/check.py"
 LAB_USER=alice
 
-pass=0 fail=0 skip=0
-ok() {
-    pass=$((pass + 1))
-    echo "ok - $1"
-}
-bad() {
-    fail=$((fail + 1))
-    echo "not ok - $1"
-    if [ -n "${2:-}" ]; then printf '%s\n' "$2" | tail -n 40 | sed 's/^/#   /'; fi
-}
-skipped() {
-    skip=$((skip + 1))
-    echo "ok - $1 # SKIP $2"
-}
+# shellcheck disable=SC2034  # tap.sh reads them
+TAP_NAME=$TIER TAP_TAIL=40
+# shellcheck source=tests/lib/tap.sh
+. "$ROOT/tests/lib/tap.sh"
 skip_all() {
     echo "$TIER: SKIP: $1"
     exit 0
 }
-finish() {
-    echo "$TIER: $pass passed, $fail failed, $skip skipped"
-    [ "$fail" -eq 0 ]
-    exit $?
+
+# lab_lock SCRIPT ARGS...: runs the calling script again under the host's
+# lab lock, unless it holds it already.  The lab uses fixed names (bridge,
+# namespaces, user alice), so two labs on one host must not overlap: make
+# test, tests/fresh/run.sh and the benchmarks all take it.
+lab_lock() {
+    if [ "${ACCELRUN_LAB_LOCKED:-0}" != 1 ]; then
+        export ACCELRUN_LAB_LOCKED=1
+        exec flock -w 3600 /tmp/accelrun-lab.lock bash "$@"
+    fi
 }
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }

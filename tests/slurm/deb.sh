@@ -25,11 +25,8 @@
 # Prints TAP-like lines and "deb-lab: N passed, N failed, N skipped".
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
-if [ "${ACCELRUN_LAB_LOCKED:-0}" != 1 ]; then
-    export ACCELRUN_LAB_LOCKED=1
-    exec flock -w 1800 /tmp/accelrun-lab.lock bash "$0" "$@"
-fi
 HERE=$(cd "$(dirname "$0")" && pwd)
+ARGS=("$@")
 # shellcheck disable=SC2034  # common.sh reads it
 TIER="deb-lab"
 DEB_DIR=${1:-$HERE/../../build-deb/deb}
@@ -41,6 +38,7 @@ PKG=slurm-accelrun-plugin
 set -- "$INSTALLED"
 # shellcheck source=tests/slurm/common.sh
 . "$HERE/common.sh"
+lab_lock "$0" "${ARGS[@]}"
 export ACCELRUN_SPANK=none ACCELRUN_PLUGSTACK_ARGS="" ACCELRUN_LAB_NODES=2
 unset ACCELRUN_LAB_TOPOLOGY
 

@@ -20,6 +20,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 TIER=order
 # shellcheck source=tests/slurm/common.sh
 . "$HERE/common.sh"
+lab_lock "$0" "$@"
 export ACCELRUN_SPANK=$PLUGIN ACCELRUN_PLUGSTACK_ARGS=${ACCELRUN_PLUGSTACK_ARGS:-}
 
 preflight

@@ -28,6 +28,7 @@ SITE_PORT_RANGE=200
 TIER=slurm
 # shellcheck source=tests/slurm/common.sh
 . "$HERE/common.sh"
+lab_lock "$0" "$@"
 export ACCELRUN_SPANK=$PLUGIN ACCELRUN_PLUGSTACK_ARGS=$BASE_ARGS
 # the lab of these cases: two nodes, the default topology
 export ACCELRUN_LAB_NODES=2
