@@ -85,7 +85,7 @@ void config__suggest(const char *key, const char *section, char *buf, size_t siz
     size_t len = strlen(key);
 
     best_in(&config__schema_cluster, key, &best, &bestd, &where);
-    for (const struct section *const *s = schema_sections; *s; s++)
+    for (const struct section *const *s = config__schema_sections; *s; s++)
         best_in(*s, key, &best, &bestd, &where);
     limit = len <= 4 ? 1 : len <= 10 ? 2 : 3;
     buf[0] = '\0';
@@ -103,7 +103,7 @@ void config__suggest(const char *key, const char *section, char *buf, size_t siz
 
 static const struct section *section_named(const char *name)
 {
-    for (const struct section *const *s = schema_sections; *s; s++)
+    for (const struct section *const *s = config__schema_sections; *s; s++)
         if (strcmp((*s)->name, name) == 0)
             return *s;
     return NULL;

@@ -221,7 +221,7 @@ static enum accel_err load_doc(struct accel_cfg *cfg, struct accel_doc *doc,
         rc = ACCEL_ENOMEM;
         goto out;
     }
-    rc = config__resolve(cfg, version);
+    rc = config__resolve(cfg);
 out:
     if (rc == ACCEL_ENOMEM) {
         accel_error_set(err, ACCEL_ENOMEM, "out of memory loading %s", doc->file);

@@ -295,7 +295,7 @@ enum accel_err config__canonicalize(struct accel_val *root, unsigned version)
 
 const char *accel_dist_name(enum accel_dist d)
 {
-    return schema_dist_values[d];
+    return config__schema_dist_values[d];
 }
 
 static enum accel_dist dist_from(const struct accel_val *root, bool *known)
@@ -304,17 +304,24 @@ static enum accel_dist dist_from(const struct accel_val *root, bool *known)
 
     *known = true;
     if (p != NULL && p->val.type == ACCEL_V_STR)
-        for (size_t i = 0; schema_dist_values[i] != NULL; i++)
-            if (strcmp(p->val.u.s, schema_dist_values[i]) == 0)
+        for (size_t i = 0; config__schema_dist_values[i] != NULL; i++)
+            if (strcmp(p->val.u.s, config__schema_dist_values[i]) == 0)
                 return (enum accel_dist)i;
     *known = p != NULL && p->val.type == ACCEL_V_BOOL && !p->val.u.b;
     return ACCEL_DIST_NO;
 }
 
-static char *dup_str_arg(const struct accel_val *args, const char *key)
+/* A copy of the string argument `key` in *out (NULL when it is absent or not
+ * a string).  ACCEL_ENOMEM. */
+static enum accel_err dup_str_arg(const struct accel_val *args, const char *key, char **out)
 {
     const struct accel_pair *p = accel_map_find(args, key);
-    return (p != NULL && p->val.type == ACCEL_V_STR) ? accel_strdup(p->val.u.s) : NULL;
+
+    *out = NULL;
+    if (p == NULL || p->val.type != ACCEL_V_STR)
+        return ACCEL_OK;
+    *out = accel_strdup(p->val.u.s);
+    return *out != NULL ? ACCEL_OK : ACCEL_ENOMEM;
 }
 
 static long int_arg(const struct accel_val *args, const char *key, long dflt)
@@ -352,31 +359,19 @@ static enum accel_err ds_fields(struct accel_cfg *cfg, bool mp_from_config)
     return cfg->ds_fields ? ACCEL_OK : ACCEL_ENOMEM;
 }
 
-enum accel_err config__resolve(struct accel_cfg *cfg, unsigned version)
+/* Stage 1: accelerate's argparse defaults, then the dataclass defaults of
+ * the top-level keys the file leaves out, then the file's own keys (nested
+ * sections flattened, as the launcher's namespace has them), each applied
+ * only where the CLI default is None. */
+static enum accel_err args_from_file(struct accel_val *args, const struct accel_val *root)
 {
-    struct accel_val *args = &cfg->args;
-    const struct accel_val *root = &cfg->tree;
-    const struct accel_pair *p;
-    bool known, mp_from_config = false;
     enum accel_err rc = ACCEL_OK;
 
-    (void)version;
     args->type = ACCEL_V_MAP;
     args->u.map.v = NULL;
     args->u.map.n = 0;
     for (size_t i = 0; rc == ACCEL_OK && i < sizeof(arg_defaults) / sizeof(arg_defaults[0]); i++)
         rc = set_default(args, &arg_defaults[i]);
-    if (rc != ACCEL_OK)
-        return rc;
-
-    p = accel_map_find(root, "compute_environment");
-    cfg->sagemaker =
-        p != NULL && p->val.type == ACCEL_V_STR && strcmp(p->val.u.s, "AMAZON_SAGEMAKER") == 0;
-    cfg->dist = dist_from(root, &known);
-    cfg->dist_name = accel_dist_name(cfg->dist);
-
-    /* Top-level keys: dataclass defaults first, then the file, each applied
-     * only where the CLI default is None. */
     for (size_t i = 0; rc == ACCEL_OK && i < sizeof(cluster_defaults) / sizeof(cluster_defaults[0]);
          i++)
         if (accel_map_find(root, cluster_defaults[i].name) == NULL &&
@@ -388,9 +383,8 @@ enum accel_err config__resolve(struct accel_cfg *cfg, unsigned version)
         for (size_t s = 0; nested_sections[s] != NULL; s++)
             nested |= strcmp(t->key, nested_sections[s]) == 0;
         if (nested) {
-            if (t->val.type != ACCEL_V_MAP)
-                continue;
-            for (size_t j = 0; rc == ACCEL_OK && j < t->val.u.map.n; j++)
+            for (size_t j = 0; rc == ACCEL_OK && t->val.type == ACCEL_V_MAP && j < t->val.u.map.n;
+                 j++)
                 rc = set_copy(args, t->val.u.map.v[j].key, &t->val.u.map.v[j].val,
                               &t->val.u.map.v[j].mark);
             continue;
@@ -401,73 +395,61 @@ enum accel_err config__resolve(struct accel_cfg *cfg, unsigned version)
         if (strcmp(t->key, "enable_cpu_affinity") == 0 || arg_is_none(args, t->key))
             rc = set_copy(args, t->key, &t->val, &t->mark);
     }
-    if (rc != ACCEL_OK)
-        return rc;
-    /* FSDP1: a strategy stored under fsdp_reshard_after_forward is the
-     * strategy (accelrun follows the YAML; see the header comment). */
-    p = accel_map_find(
-        accel_map_find(root, "fsdp_config") ? &accel_map_find(root, "fsdp_config")->val : NULL,
-        "fsdp_reshard_after_forward");
-    if (p != NULL && p->val.type == ACCEL_V_STR && int_arg(args, "fsdp_version", 1) == 1 &&
-        accel_map_find(&accel_map_find(root, "fsdp_config")->val, "fsdp_sharding_strategy") ==
-            NULL) {
-        for (size_t i = 0; schema_fsdp_strategies[i] != NULL; i++) {
-            if (strcasecmp(p->val.u.s, schema_fsdp_strategies[i]) != 0)
-                continue;
-            rc = set_copy(args, "fsdp_sharding_strategy", &p->val, &p->mark);
-            if (rc != ACCEL_OK)
-                return rc;
-        }
-    }
+    return rc;
+}
 
-    /* mixed precision: the file's value (legacy fp16 already migrated), else "no" */
-    p = accel_map_find(root, "mixed_precision");
-    mp_from_config = p != NULL && p->val.type == ACCEL_V_STR;
+/* Stage 2, FSDP1: a strategy stored under fsdp_reshard_after_forward is the
+ * strategy (accelrun follows the YAML; see the header comment). */
+static enum accel_err fsdp1_strategy(struct accel_val *args, const struct accel_val *root)
+{
+    const struct accel_pair *fsdp = accel_map_find(root, "fsdp_config");
+    const struct accel_pair *p =
+        fsdp ? accel_map_find(&fsdp->val, "fsdp_reshard_after_forward") : NULL;
+
+    if (p == NULL || p->val.type != ACCEL_V_STR || int_arg(args, "fsdp_version", 1) != 1 ||
+        accel_map_find(&fsdp->val, "fsdp_sharding_strategy") != NULL)
+        return ACCEL_OK;
+    for (size_t i = 0; config__schema_fsdp_strategies[i] != NULL; i++)
+        if (strcasecmp(p->val.u.s, config__schema_fsdp_strategies[i]) == 0)
+            return set_copy(args, "fsdp_sharding_strategy", &p->val, &p->mark);
+    return ACCEL_OK;
+}
+
+/* Stage 3: mixed precision (the file's value, legacy fp16 already
+ * migrated, lower-cased; else "no") and dynamo's backend ("no" when unset).
+ * *from_config: the file named a precision. */
+static enum accel_err precision_and_dynamo(struct accel_cfg *cfg, const struct accel_val *root,
+                                           bool *from_config)
+{
+    const struct accel_pair *p = accel_map_find(root, "mixed_precision");
+    struct accel_val v = {.type = ACCEL_V_STR};
+    enum accel_err rc;
+
+    *from_config = p != NULL && p->val.type == ACCEL_V_STR;
     snprintf(cfg->mixed_precision, sizeof(cfg->mixed_precision), "%s",
-             mp_from_config ? p->val.u.s : "no");
+             *from_config ? p->val.u.s : "no");
     for (char *c = cfg->mixed_precision; *c; c++)
         *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
-    if (arg_is_none(args, "dynamo_backend")) {
-        struct accel_val v = {.type = ACCEL_V_STR};
-        v.u.s = accel_strdup("no");
-        if (v.u.s == NULL)
-            return ACCEL_ENOMEM;
-        rc = config__map_set(args, "dynamo_backend", &v, NULL);
-        accel_val_free(&v);
-        if (rc != ACCEL_OK)
-            return rc;
-    }
+    if (!arg_is_none(&cfg->args, "dynamo_backend"))
+        return ACCEL_OK;
+    v.u.s = accel_strdup("no");
+    if (v.u.s == NULL)
+        return ACCEL_ENOMEM;
+    rc = config__map_set(&cfg->args, "dynamo_backend", &v, NULL);
+    accel_val_free(&v);
+    return rc;
+}
 
-    /* The typed view. */
-    cfg->num_processes = int_arg(args, "num_processes", -1);
-    if (cfg->num_processes < 0 && cfg->dist == ACCEL_DIST_NO)
-        cfg->num_processes = 1; /* process_config: NO defaults to one process */
-    cfg->num_machines = int_arg(args, "num_machines", 1);
-    cfg->machine_rank = int_arg(args, "machine_rank", 0);
-    cfg->main_process_port =
-        arg_is_none(args, "main_process_port") ? -1 : int_arg(args, "main_process_port", -1);
-    cfg->main_process_ip = dup_str_arg(args, "main_process_ip");
-    cfg->gpu_ids = dup_str_arg(args, "gpu_ids");
-    if (cfg->gpu_ids != NULL && strcmp(cfg->gpu_ids, "all") == 0) {
-        accel_free(cfg->gpu_ids);
-        cfg->gpu_ids = NULL;
-    }
-    p = accel_map_find(args, "use_cpu");
-    cfg->use_cpu = p != NULL && accel_val_truthy(&p->val);
-    p = accel_map_find(args, "debug");
-    cfg->debug = p != NULL && accel_val_truthy(&p->val);
-    cfg->fsdp_version = int_arg(args, "fsdp_version", 1);
-    switch (cfg->dist) {
+static enum accel_launcher launcher_of(enum accel_dist dist)
+{
+    switch (dist) {
     case ACCEL_DIST_NO:
     case ACCEL_DIST_MULTI_CPU:
-        cfg->launcher = ACCEL_LAUNCH_SIMPLE;
-        break;
+        return ACCEL_LAUNCH_SIMPLE;
     case ACCEL_DIST_DEEPSPEED:
-        cfg->launcher = ACCEL_LAUNCH_DEEPSPEED;
-        break;
+        return ACCEL_LAUNCH_DEEPSPEED;
     case ACCEL_DIST_XLA:
-        cfg->launcher = ACCEL_LAUNCH_NONE;
-        break;
+        return ACCEL_LAUNCH_NONE;
     case ACCEL_DIST_MULTI_GPU:
     case ACCEL_DIST_MULTI_NPU:
     case ACCEL_DIST_MULTI_MLU:
@@ -478,17 +460,62 @@ enum accel_err config__resolve(struct accel_cfg *cfg, unsigned version)
     case ACCEL_DIST_MULTI_NEURON:
     case ACCEL_DIST_FSDP:
     case ACCEL_DIST_MEGATRON_LM:
-        cfg->launcher = ACCEL_LAUNCH_TORCHRUN;
         break;
     }
-    if (cfg->sagemaker)
-        cfg->launcher = ACCEL_LAUNCH_NONE;
-    if ((cfg->main_process_ip == NULL && !arg_is_none(args, "main_process_ip")) ||
-        (cfg->gpu_ids == NULL && !arg_is_none(args, "gpu_ids") &&
-         accel_map_find(args, "gpu_ids")->val.type == ACCEL_V_STR &&
-         strcmp(accel_map_find(args, "gpu_ids")->val.u.s, "all") != 0))
-        return ACCEL_ENOMEM;
-    return ds_fields(cfg, mp_from_config);
+    return ACCEL_LAUNCH_TORCHRUN;
+}
+
+/* Stage 4: the typed view of the arguments. */
+static enum accel_err typed_view(struct accel_cfg *cfg)
+{
+    const struct accel_val *args = &cfg->args;
+    const struct accel_pair *p;
+    enum accel_err rc;
+
+    cfg->num_processes = int_arg(args, "num_processes", -1);
+    if (cfg->num_processes < 0 && cfg->dist == ACCEL_DIST_NO)
+        cfg->num_processes = 1; /* process_config: NO defaults to one process */
+    cfg->num_machines = int_arg(args, "num_machines", 1);
+    cfg->machine_rank = int_arg(args, "machine_rank", 0);
+    cfg->main_process_port =
+        arg_is_none(args, "main_process_port") ? -1 : int_arg(args, "main_process_port", -1);
+    rc = dup_str_arg(args, "main_process_ip", &cfg->main_process_ip);
+    if (rc == ACCEL_OK)
+        rc = dup_str_arg(args, "gpu_ids", &cfg->gpu_ids);
+    if (rc != ACCEL_OK)
+        return rc;
+    if (cfg->gpu_ids != NULL && strcmp(cfg->gpu_ids, "all") == 0) {
+        accel_free(cfg->gpu_ids);
+        cfg->gpu_ids = NULL;
+    }
+    p = accel_map_find(args, "use_cpu");
+    cfg->use_cpu = p != NULL && accel_val_truthy(&p->val);
+    p = accel_map_find(args, "debug");
+    cfg->debug = p != NULL && accel_val_truthy(&p->val);
+    cfg->fsdp_version = int_arg(args, "fsdp_version", 1);
+    cfg->launcher = cfg->sagemaker ? ACCEL_LAUNCH_NONE : launcher_of(cfg->dist);
+    return ACCEL_OK;
+}
+
+enum accel_err config__resolve(struct accel_cfg *cfg)
+{
+    const struct accel_val *root = &cfg->tree;
+    const struct accel_pair *p = accel_map_find(root, "compute_environment");
+    bool known, mp_from_config = false;
+    enum accel_err rc;
+
+    cfg->sagemaker =
+        p != NULL && p->val.type == ACCEL_V_STR && strcmp(p->val.u.s, "AMAZON_SAGEMAKER") == 0;
+    cfg->dist = dist_from(root, &known);
+    cfg->dist_name = accel_dist_name(cfg->dist);
+    rc = args_from_file(&cfg->args, root);
+    if (rc == ACCEL_OK)
+        rc = fsdp1_strategy(&cfg->args, root);
+    if (rc == ACCEL_OK)
+        rc = precision_and_dynamo(cfg, root, &mp_from_config);
+    if (rc == ACCEL_OK)
+        rc = typed_view(cfg);
+    return rc == ACCEL_OK ? ds_fields(cfg, mp_from_config) : rc;
 }
 
 const struct accel_val *accel_cfg_arg(const struct accel_cfg *cfg, const char *name)

@@ -9,7 +9,7 @@
 
 /* Fills the typed fields and cfg->args from cfg->tree (already checked:
  * types are trusted).  ACCEL_ENOMEM only. */
-enum accel_err config__resolve(struct accel_cfg *cfg, unsigned version);
+enum accel_err config__resolve(struct accel_cfg *cfg);
 
 /* Applies accelerate's loader migrations in place: legacy `fp16: true`
  * becomes mixed_precision: fp16, a top-level dynamo_backend becomes

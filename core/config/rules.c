@@ -92,7 +92,8 @@ static const char *str_or(const struct accel_pair *p, const char *dflt)
 static const char *check_dist(struct rules *r, bool sagemaker)
 {
     const struct accel_pair *p = top(r, "distributed_type");
-    const char *const *values = sagemaker ? config__schema_sagemaker_dist() : schema_dist_values;
+    const char *const *values =
+        sagemaker ? config__schema_sagemaker_dist() : config__schema_dist_values;
     char target[32];
 
     accel_version_format(r->version, target, sizeof(target));
@@ -180,8 +181,8 @@ static void check_mixed_precision(struct rules *r)
                        accel_vtype_name(p->val.type));
         return;
     }
-    for (size_t i = 0; schema_precisions[i] != NULL; i++)
-        if (strcasecmp(p->val.u.s, schema_precisions[i]) == 0)
+    for (size_t i = 0; config__schema_precisions[i] != NULL; i++)
+        if (strcasecmp(p->val.u.s, config__schema_precisions[i]) == 0)
             return;
     accel_diag_add(r->d, ACCEL_SEV_ERROR, &p->val.mark, "mixed_precision",
                    "'%s' is not one of: no, fp16, bf16, fp8", p->val.u.s);
@@ -252,8 +253,8 @@ static long check_gpu_ids(struct rules *r)
 
 static bool strategy_name(const char *s)
 {
-    for (size_t i = 0; schema_fsdp_strategies[i] != NULL; i++)
-        if (strcasecmp(s, schema_fsdp_strategies[i]) == 0)
+    for (size_t i = 0; config__schema_fsdp_strategies[i] != NULL; i++)
+        if (strcasecmp(s, config__schema_fsdp_strategies[i]) == 0)
             return true;
     return false;
 }

@@ -13,15 +13,15 @@
 #define V ACCEL_VERSION
 #define N(arr) (sizeof(arr) / sizeof((arr)[0]))
 
-const char *const schema_dist_values[] = {"NO",        "MULTI_CPU",    "MULTI_GPU",  "MULTI_NPU",
-                                          "MULTI_MLU", "MULTI_SDAA",   "MULTI_MUSA", "MULTI_XPU",
-                                          "MULTI_HPU", "MULTI_NEURON", "DEEPSPEED",  "FSDP",
-                                          "XLA",       "MEGATRON_LM",  NULL};
+const char *const config__schema_dist_values[] = {
+    "NO",         "MULTI_CPU",  "MULTI_GPU", "MULTI_NPU",   "MULTI_MLU",
+    "MULTI_SDAA", "MULTI_MUSA", "MULTI_XPU", "MULTI_HPU",   "MULTI_NEURON",
+    "DEEPSPEED",  "FSDP",       "XLA",       "MEGATRON_LM", NULL};
 static const char *const sagemaker_dist[] = {"NO", "DATA_PARALLEL", "MODEL_PARALLEL", NULL};
 static const char *const compute_envs[] = {"LOCAL_MACHINE", "AMAZON_SAGEMAKER", NULL};
-const char *const schema_precisions[] = {"no", "fp16", "bf16", "fp8", NULL};
-const char *const schema_fsdp_strategies[] = {"FULL_SHARD",   "SHARD_GRAD_OP",      "NO_SHARD",
-                                              "HYBRID_SHARD", "HYBRID_SHARD_ZERO2", NULL};
+const char *const config__schema_precisions[] = {"no", "fp16", "bf16", "fp8", NULL};
+const char *const config__schema_fsdp_strategies[] = {
+    "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2", NULL};
 static const char *const wrap_policies[] = {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP",
                                             NULL};
 static const char *const prefetches[] = {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH", NULL};
@@ -60,7 +60,8 @@ static const char *const recompute_methods[] = {"uniform", "block", NULL};
 /* ------------------------------------------------------------ fsdp_config */
 static const struct key_spec fsdp_keys[] = {
     {"fsdp_version", KT_INT, NULL, 0, V(1, 6, 0), 0, NULL, NULL, 1, 2},
-    {"fsdp_sharding_strategy", KT_ENUM, schema_fsdp_strategies, KF_CASEI | KF_DIGITS | KF_NULL},
+    {"fsdp_sharding_strategy", KT_ENUM, config__schema_fsdp_strategies,
+     KF_CASEI | KF_DIGITS | KF_NULL},
     {"fsdp_reshard_after_forward", KT_ANY, NULL, KF_NULL},
     {"fsdp_offload_params", KT_BOOL, NULL, KF_NULL},
     {"fsdp_auto_wrap_policy", KT_ENUM, wrap_policies, KF_CASEI | KF_NULL},
@@ -255,9 +256,9 @@ static const struct key_spec sagemaker_keys[] = {
 const struct section config__schema_sagemaker = {"", NULL,           NULL,
                                                  0,  sagemaker_keys, N(sagemaker_keys)};
 
-const struct section *const schema_sections[] = {&fsdp_section, &ds_section,  &meg_section,
-                                                 &dyn_section,  &fp8_section, &par_section,
-                                                 &mpi_section,  NULL};
+const struct section *const config__schema_sections[] = {&fsdp_section, &ds_section,  &meg_section,
+                                                         &dyn_section,  &fp8_section, &par_section,
+                                                         &mpi_section,  NULL};
 
 const struct key_spec *config__schema_find(const struct section *s, const char *name)
 {

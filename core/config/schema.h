@@ -59,13 +59,13 @@ extern const struct section config__schema_sagemaker; /* compute_environment AMA
 
 /* Sections by name, for the did-you-mean that says "this key belongs under
  * fsdp_config"; NULL-terminated. */
-extern const struct section *const schema_sections[];
+extern const struct section *const config__schema_sections[];
 
 const struct key_spec *config__schema_find(const struct section *s, const char *name);
 
-extern const char *const schema_dist_values[];
-extern const char *const schema_fsdp_strategies[];
-extern const char *const schema_precisions[];
+extern const char *const config__schema_dist_values[];
+extern const char *const config__schema_fsdp_strategies[];
+extern const char *const config__schema_precisions[];
 const char *const *config__schema_sagemaker_dist(void);
 
 #endif
