@@ -246,180 +246,218 @@ static int sock_error(int fd)
     return e;
 }
 
+/* The two streams of one operation: what was sent to the next rank and
+ * received from the previous one. */
+struct ring {
+    const struct sock_hdr *hdr; /* ours, sent first */
+    struct sock_hdr hin;        /* the previous rank's, checked against ours */
+    struct side tx, rx;
+    bool do_tx, do_rx;
+    size_t txb, rxb;              /* data bytes sent and received */
+    bool moved, tx_wait, rx_wait; /* this round: progress; a stream would block */
+};
+
+/* Sends what can go now: the header, then each unit once its data is there. */
+static enum accel_err ring_send(struct accel_comm *c, struct plan *p, struct ring *g,
+                                struct accel_error *err)
+{
+    struct sock *s = c->impl;
+    struct side *tx = &g->tx;
+
+    while (g->do_tx) {
+        const char *src;
+        size_t len;
+        ssize_t got;
+
+        if (tx->hdr < sizeof(*g->hdr)) {
+            src = (const char *)g->hdr + tx->hdr;
+            len = sizeof(*g->hdr) - tx->hdr;
+        } else {
+            if (tx->u == p->nunits)
+                break;
+            if (!tx->prepared) {
+                /* an empty unit sends nothing and waits for nothing: done at
+                 * once, or a next rank that needed nothing more from us could
+                 * finish and half-close (its graceful free) while we wait,
+                 * and that FIN would read as a failure in ring_wait */
+                unit_at(p, tx->u, true, &tx->cur);
+                if (tx->cur.bytes > 0 && !send_ready(p, tx->u, g->rx.u))
+                    break;
+                tx->prepared = true;
+                tx->off = 0;
+            }
+            if (tx->off == tx->cur.bytes) {
+                tx->u++;
+                tx->prepared = false;
+                g->moved = true;
+                continue;
+            }
+            src = tx->cur.buf + tx->off;
+            len = tx->cur.bytes - tx->off;
+            /* all_gather: at most SOCK_RING_WINDOW bytes ahead of what came
+             * in (see the head of the file) */
+            if (p->kind == RING_ALL_GATHER && g->rx.u < p->nunits) {
+                if (g->txb >= g->rxb + SOCK_RING_WINDOW)
+                    break;
+                if (len > g->rxb + SOCK_RING_WINDOW - g->txb)
+                    len = g->rxb + SOCK_RING_WINDOW - g->txb;
+            }
+        }
+        got = send(s->next_fd, src, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                g->tx_wait = true;
+                break;
+            }
+            return peer_error(c, err, p, true, errno);
+        }
+        g->moved = true;
+        if (tx->hdr < sizeof(*g->hdr)) {
+            tx->hdr += (size_t)got;
+        } else {
+            tx->off += (size_t)got;
+            g->txb += (size_t)got;
+        }
+    }
+    return ACCEL_OK;
+}
+
+/* Receives what has come: the header, checked, then each unit once its slot
+ * is free. */
+static enum accel_err ring_recv(struct accel_comm *c, struct plan *p, struct ring *g,
+                                struct accel_error *err)
+{
+    struct sock *s = c->impl;
+    struct side *rx = &g->rx;
+
+    while (g->do_rx) {
+        char *dst;
+        size_t len;
+        ssize_t got;
+
+        if (rx->hdr < sizeof(g->hin)) {
+            dst = (char *)&g->hin + rx->hdr;
+            len = sizeof(g->hin) - rx->hdr;
+        } else {
+            if (rx->u == p->nunits)
+                break;
+            if (!rx->prepared) {
+                if (!recv_ready(p, rx->u, g->tx.u))
+                    break;
+                unit_at(p, rx->u, false, &rx->cur);
+                rx->prepared = true;
+                rx->off = 0;
+            }
+            if (rx->off == rx->cur.bytes) {
+                unit_finish(p, &rx->cur);
+                rx->u++;
+                rx->prepared = false;
+                g->moved = true;
+                continue;
+            }
+            dst = rx->cur.buf + rx->off;
+            len = rx->cur.bytes - rx->off;
+        }
+        got = recv(s->prev_fd, dst, len, MSG_DONTWAIT);
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                g->rx_wait = true;
+                break;
+            }
+            return peer_error(c, err, p, false, errno);
+        }
+        if (got == 0)
+            return peer_error(c, err, p, false, 0);
+        g->moved = true;
+        if (rx->hdr < sizeof(g->hin)) {
+            rx->hdr += (size_t)got;
+            if (rx->hdr == sizeof(g->hin) && memcmp(&g->hin, g->hdr, sizeof(g->hin)) != 0)
+                return comm__sock_mismatch(c, err, p->what, s->prev, &g->hin, g->hdr);
+        } else {
+            rx->off += (size_t)got;
+            g->rxb += (size_t)got;
+        }
+    }
+    return ACCEL_OK;
+}
+
+/* Nothing moved: waits for room, data or a hang-up, until the deadline.  The
+ * next rank never writes to us, so any event but POLLOUT on its connection
+ * means it is gone.  The previous rank may legitimately close after its last
+ * send, so a hang-up there only matters once we read (*prev_hup). */
+static enum accel_err ring_wait(struct accel_comm *c, struct plan *p, const struct ring *g,
+                                bool tx_done, bool rx_done, double deadline, bool *prev_hup,
+                                struct accel_error *err)
+{
+    struct sock *s = c->impl;
+    struct pollfd pfd[2];
+
+    pfd[0].fd = tx_done ? -1 : s->next_fd;
+    pfd[0].events = (short)(POLLRDHUP | (g->tx_wait ? POLLOUT : 0));
+    pfd[1].fd = rx_done || (*prev_hup && !g->rx_wait) ? -1 : s->prev_fd;
+    pfd[1].events = (short)((g->rx_wait ? POLLIN : 0) | (*prev_hup ? 0 : POLLRDHUP));
+    pfd[0].revents = pfd[1].revents = 0;
+    if (accel_now() >= deadline) {
+        bool blame_prev = !rx_done && (g->rx_wait || tx_done);
+        unsigned who = blame_prev ? s->prev : s->next;
+        return comm__sock_fail(c, err, p->what, ACCEL_ETIMEDOUT,
+                               "no progress with rank %u (%s) within %g s", who,
+                               blame_prev ? s->prev_addr : s->next_addr, c->timeout_s);
+    }
+    if (poll(pfd, 2, accel_ms_left(deadline)) < 0 && errno != EINTR)
+        return comm__sock_fail(c, err, p->what, ACCEL_EIO, "poll failed: %s", strerror(errno));
+    if (pfd[0].revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL))
+        return peer_error(c, err, p, true, sock_error(s->next_fd));
+    if (pfd[1].revents & (POLLERR | POLLNVAL))
+        return peer_error(c, err, p, false, sock_error(s->prev_fd));
+    if (pfd[1].revents & (POLLHUP | POLLRDHUP))
+        *prev_hup = true;
+    return ACCEL_OK;
+}
+
 /* Runs the two streams of plan p to the end or to the deadline. */
 static enum accel_err ring_run(struct accel_comm *c, struct plan *p, const struct sock_hdr *hdr,
                                struct accel_error *err)
 {
     struct sock *s = c->impl;
-    struct sock_hdr hin;
-    struct side tx = {0}, rx = {0};
-    bool do_tx, do_rx, prev_hup = false;
+    struct ring g = {.hdr = hdr};
+    bool prev_hup = false;
     double deadline = accel_now() + c->timeout_s, idle_since = 0;
-    size_t txb = 0, rxb = 0; /* data bytes sent and received */
+    enum accel_err rc;
 
     if (p->kind == RING_BROADCAST) {
-        do_tx = mod((long long)p->r - p->root, p->n) + 1 < p->n;
-        do_rx = p->r != p->root;
+        g.do_tx = mod((long long)p->r - p->root, p->n) + 1 < p->n;
+        g.do_rx = p->r != p->root;
     } else {
-        do_tx = do_rx = true;
+        g.do_tx = g.do_rx = true;
     }
     for (;;) {
-        bool moved = false, tx_wait = false, rx_wait = false, tx_done, rx_done;
-        struct pollfd pfd[2];
-        double left;
-        int rc;
+        bool tx_done, rx_done;
 
-        /* sends: the header, then each unit once its data is there */
-        while (do_tx) {
-            const char *src;
-            size_t len;
-            ssize_t got;
-
-            if (tx.hdr < sizeof(*hdr)) {
-                src = (const char *)hdr + tx.hdr;
-                len = sizeof(*hdr) - tx.hdr;
-            } else {
-                if (tx.u == p->nunits)
-                    break;
-                if (!tx.prepared) {
-                    /* an empty unit sends nothing and waits for nothing:
-                     * done at once, or a next rank that needed nothing more
-                     * from us could finish and half-close (its graceful
-                     * free) while we wait, and that FIN would read as a
-                     * failure below */
-                    unit_at(p, tx.u, true, &tx.cur);
-                    if (tx.cur.bytes > 0 && !send_ready(p, tx.u, rx.u))
-                        break;
-                    tx.prepared = true;
-                    tx.off = 0;
-                }
-                if (tx.off == tx.cur.bytes) {
-                    tx.u++;
-                    tx.prepared = false;
-                    moved = true;
-                    continue;
-                }
-                src = tx.cur.buf + tx.off;
-                len = tx.cur.bytes - tx.off;
-                /* all_gather: at most SOCK_RING_WINDOW bytes ahead of what
-                 * came in (see the head of the file) */
-                if (p->kind == RING_ALL_GATHER && rx.u < p->nunits) {
-                    if (txb >= rxb + SOCK_RING_WINDOW)
-                        break;
-                    if (len > rxb + SOCK_RING_WINDOW - txb)
-                        len = rxb + SOCK_RING_WINDOW - txb;
-                }
-            }
-            got = send(s->next_fd, src, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-            if (got < 0) {
-                if (errno == EINTR)
-                    continue;
-                if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                    tx_wait = true;
-                    break;
-                }
-                return peer_error(c, err, p, true, errno);
-            }
-            moved = true;
-            if (tx.hdr < sizeof(*hdr))
-                tx.hdr += (size_t)got;
-            else {
-                tx.off += (size_t)got;
-                txb += (size_t)got;
-            }
-        }
-        /* receives: the header, checked, then each unit once its slot is free */
-        while (do_rx) {
-            char *dst;
-            size_t len;
-            ssize_t got;
-
-            if (rx.hdr < sizeof(hin)) {
-                dst = (char *)&hin + rx.hdr;
-                len = sizeof(hin) - rx.hdr;
-            } else {
-                if (rx.u == p->nunits)
-                    break;
-                if (!rx.prepared) {
-                    if (!recv_ready(p, rx.u, tx.u))
-                        break;
-                    unit_at(p, rx.u, false, &rx.cur);
-                    rx.prepared = true;
-                    rx.off = 0;
-                }
-                if (rx.off == rx.cur.bytes) {
-                    unit_finish(p, &rx.cur);
-                    rx.u++;
-                    rx.prepared = false;
-                    moved = true;
-                    continue;
-                }
-                dst = rx.cur.buf + rx.off;
-                len = rx.cur.bytes - rx.off;
-            }
-            got = recv(s->prev_fd, dst, len, MSG_DONTWAIT);
-            if (got < 0) {
-                if (errno == EINTR)
-                    continue;
-                if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                    rx_wait = true;
-                    break;
-                }
-                return peer_error(c, err, p, false, errno);
-            }
-            if (got == 0)
-                return peer_error(c, err, p, false, 0);
-            moved = true;
-            if (rx.hdr < sizeof(hin)) {
-                rx.hdr += (size_t)got;
-                if (rx.hdr == sizeof(hin) && memcmp(&hin, hdr, sizeof(hin)) != 0)
-                    return comm__sock_mismatch(c, err, p->what, s->prev, &hin, hdr);
-            } else {
-                rx.off += (size_t)got;
-                rxb += (size_t)got;
-            }
-        }
-        tx_done = !do_tx || (tx.hdr == sizeof(*hdr) && tx.u == p->nunits);
-        rx_done = !do_rx || (rx.hdr == sizeof(hin) && rx.u == p->nunits);
+        g.moved = g.tx_wait = g.rx_wait = false;
+        if ((rc = ring_send(c, p, &g, err)) != ACCEL_OK ||
+            (rc = ring_recv(c, p, &g, err)) != ACCEL_OK)
+            return rc;
+        tx_done = !g.do_tx || (g.tx.hdr == sizeof(*hdr) && g.tx.u == p->nunits);
+        rx_done = !g.do_rx || (g.rx.hdr == sizeof(g.hin) && g.rx.u == p->nunits);
         if (tx_done && rx_done)
             return ACCEL_OK;
-        if (moved) {
+        if (g.moved) {
             idle_since = 0;
             continue;
         }
-        /* Nothing moved.  Retry for a few microseconds, yielding the CPU,
-         * before sleeping in poll(): the neighbour's data is usually a
-         * moment away, and waking a sleeping process costs more than that
-         * (most on a virtual machine).  Bounded by s->spin_s, not a wait. */
+        /* Retry for a few microseconds, yielding the CPU, before sleeping in
+         * poll(): the neighbour's data is usually a moment away, and waking a
+         * sleeping process costs more than that (most on a virtual machine).
+         * Bounded by s->spin_s, not a wait. */
         if (comm__sock_spin(s, &idle_since))
             continue;
-
-        /* Nothing moved: wait for room, data or a hang-up.  The next rank
-         * never writes to us, so any event but POLLOUT on its connection
-         * means it is gone.  The previous rank may legitimately close after
-         * its last send, so a hang-up there only matters once we read. */
-        pfd[0].fd = tx_done ? -1 : s->next_fd;
-        pfd[0].events = (short)(POLLRDHUP | (tx_wait ? POLLOUT : 0));
-        pfd[1].fd = rx_done || (prev_hup && !rx_wait) ? -1 : s->prev_fd;
-        pfd[1].events = (short)((rx_wait ? POLLIN : 0) | (prev_hup ? 0 : POLLRDHUP));
-        pfd[0].revents = pfd[1].revents = 0;
-        left = deadline - accel_now();
-        if (left <= 0) {
-            bool blame_prev = !rx_done && (rx_wait || tx_done);
-            unsigned who = blame_prev ? s->prev : s->next;
-            return comm__sock_fail(c, err, p->what, ACCEL_ETIMEDOUT,
-                                   "no progress with rank %u (%s) within %g s", who,
-                                   blame_prev ? s->prev_addr : s->next_addr, c->timeout_s);
-        }
-        rc = poll(pfd, 2, left * 1000.0 > INT_MAX ? INT_MAX : (int)(left * 1000.0) + 1);
-        if (rc < 0 && errno != EINTR)
-            return comm__sock_fail(c, err, p->what, ACCEL_EIO, "poll failed: %s", strerror(errno));
-        if (pfd[0].revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL))
-            return peer_error(c, err, p, true, sock_error(s->next_fd));
-        if (pfd[1].revents & (POLLERR | POLLNVAL))
-            return peer_error(c, err, p, false, sock_error(s->prev_fd));
-        if (pfd[1].revents & (POLLHUP | POLLRDHUP))
-            prev_hup = true;
+        if ((rc = ring_wait(c, p, &g, tx_done, rx_done, deadline, &prev_hup, err)) != ACCEL_OK)
+            return rc;
     }
 }
 
