@@ -296,7 +296,7 @@ test: deps
 	$(Q)sh tests/cli/run.sh $(CLI)
 	$(Q)bash tests/ckpt/interop.sh $(BUILD)
 	$(Q)bash tests/examples/run.sh $(BUILD)
-	$(Q)bash tests/examples/cuda_emu/run.sh $(BUILD)
+	$(Q)bash tests/examples/cuda_emu/run.sh $(BUILD) --train 5
 	$(Q)sh tests/install/run.sh
 	$(Q)$(MAKE) --no-print-directory test-deb
 	$(Q)$(MAKE) --no-print-directory test-slurm
