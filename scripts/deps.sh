@@ -15,7 +15,7 @@
 #   bench:       the peers of `make bench`: Open MPI, PyTorch (TCPStore); gnuplot for its pictures
 set -eu
 
-build_pkgs="make gcc g++ python3 pkg-config libyaml-dev libcjson-dev libhwloc-dev libxxhash-dev libslurm-dev"
+build_pkgs="make gcc g++ python3 pkg-config libyaml-dev libcjson-dev libhwloc-dev libxxhash-dev libslurm-dev libmicrohttpd-dev libgnutls28-dev openssl curl"
 # what make test's tiers use beyond the build: the interop tier's venv and
 # the numpy it takes from Debian (--system-site-packages), Graphviz for
 # `accelrun topo --dot`, clang-format for format-check, procps (pgrep, ps)
