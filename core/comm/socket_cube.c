@@ -49,7 +49,6 @@
  */
 #define _GNU_SOURCE /* POLLRDHUP */
 #include <errno.h>
-#include <limits.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -110,7 +109,6 @@ static enum accel_err exchange(struct accel_comm *c, const struct xchg *x, struc
     for (;;) {
         bool moved = false, tx_wait = false;
         struct pollfd pfd;
-        double left;
 
         while (hs < hl || so < x->sbytes) {
             const char *src = hs < hl ? (const char *)x->hdr + hs : x->sbuf + so;
@@ -191,8 +189,7 @@ static enum accel_err exchange(struct accel_comm *c, const struct xchg *x, struc
         /* Nothing moved: wait for room or data.  The partner shuts its side
          * only after the operation, so a hang-up while this exchange still
          * needs it is a failure, seen by the next send or recv. */
-        left = deadline - accel_now();
-        if (left <= 0)
+        if (accel_now() >= deadline)
             return comm__sock_fail(c, err, x->what, ACCEL_ETIMEDOUT,
                                    "no progress with rank %u (%s) within %g s", peer, addr,
                                    c->timeout_s);
@@ -200,8 +197,7 @@ static enum accel_err exchange(struct accel_comm *c, const struct xchg *x, struc
         pfd.events = (short)((tx_wait ? POLLOUT : 0) | (hr < hl || ro < x->rbytes ? POLLIN : 0) |
                              (hup ? 0 : POLLRDHUP));
         pfd.revents = 0;
-        if (poll(&pfd, 1, left * 1000.0 > INT_MAX ? INT_MAX : (int)(left * 1000.0) + 1) < 0 &&
-            errno != EINTR)
+        if (poll(&pfd, 1, accel_ms_left(deadline)) < 0 && errno != EINTR)
             return comm__sock_fail(c, err, x->what, ACCEL_EIO, "poll failed: %s", strerror(errno));
         if (pfd.revents & (POLLERR | POLLNVAL)) {
             int e = 0;

@@ -41,7 +41,6 @@
  */
 #define _GNU_SOURCE /* accept4, POLLRDHUP */
 #include <errno.h>
-#include <limits.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <string.h>
