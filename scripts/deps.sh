@@ -17,17 +17,19 @@ set -eu
 
 build_pkgs="make gcc g++ python3 pkg-config libyaml-dev libcjson-dev libhwloc-dev libxxhash-dev libslurm-dev libmicrohttpd-dev libgnutls28-dev openssl curl"
 # what make test's tiers use beyond the build: the interop tier's venv and
-# the numpy it takes from Debian (--system-site-packages), Graphviz for
+# the numpy and torch (bf16 tensors) it takes from Debian
+# (--system-site-packages; the Slurm tier's gloo case uses that torch too), Graphviz for
 # `accelrun topo --dot`, clang-format for format-check, procps (pgrep, ps)
 # for the example trainer's kill test; a minimal Debian root has none of them
-test_pkgs="python3-venv python3-pip python3-numpy graphviz clang-format procps"
+test_pkgs="python3-venv python3-pip python3-numpy python3-torch graphviz clang-format procps"
 fuzz_pkgs="clang libclang-rt-14-dev"
 oracle_pkgs="python3 python3-venv python3-pip"
 bench_pkgs="openmpi-bin libopenmpi-dev python3-torch gnuplot-nox"
 # tests/fresh/run.sh: a clean Debian root to run the README in
 fresh_pkgs="debootstrap git"
-# make deb: dpkg-buildpackage with dh, help2man for the man page; lintian for tests/deb
-deb_pkgs="dpkg-dev debhelper fakeroot lintian help2man git"
+# make deb: dpkg-buildpackage with dh (its build-essential check), help2man for the
+# man page; lintian for tests/deb
+deb_pkgs="build-essential dpkg-dev debhelper fakeroot lintian help2man git"
 
 case "${1:-test}" in
     build) want="$build_pkgs" ;;
