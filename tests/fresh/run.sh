@@ -21,7 +21,7 @@
 # usage: tests/fresh/run.sh [--demo-runs N] [--bench] [--keep] [--out DIR]
 #                           [--cache DIR] [--refresh] [--mirror URL]
 #                           [--step-timeout SECONDS] [--preinstall "PKG..."]
-#                           [--retry-slurm-with "PKG..."] [--summary-only]
+#                           [--retry-slurm-with "PKG..."] [--slurm-anyway] [--summary-only]
 #   --demo-runs N     run `make demo` N times in a row (default 1; the issue wants 10)
 #   --bench           also run `make bench` and check its topology picture
 #   --keep            leave the root (unmounted) for inspection instead of removing it
@@ -36,6 +36,9 @@
 #   --retry-slurm-with PKGS  a WORKAROUND too: when make test's Slurm tier said
 #                     "slurm: SKIP:", install these packages in the root and run
 #                     `make test-slurm` again (the README's run still counts as failed)
+#   --slurm-anyway    when make test stopped (a failure) before its Slurm tier,
+#                     run `make test-slurm` on its own after it (step test-slurm;
+#                     make test still counts as failed)
 #   --summary-only    print the summary and verdict of the last run in --out DIR again
 #
 # Exit status: 0 when every command exited 0, no tier reported a failure and
@@ -49,7 +52,7 @@ LOCK=/tmp/accelrun-lab.lock
 SUITE=bookworm
 BR=acclab0 # tests/slurm/lab.sh's bridge
 
-demo_runs=1 bench=0 keep=0 refresh=0 mirror="" step_timeout=5400 preinstall="" retry_slurm="" summary_only=0
+demo_runs=1 bench=0 keep=0 refresh=0 mirror="" step_timeout=5400 preinstall="" retry_slurm="" summary_only=0 slurm_anyway=0
 out=$REPO/build-fresh
 cache=/var/cache/accelrun-fresh
 
@@ -74,6 +77,7 @@ while [ $# -gt 0 ]; do
     --keep) keep=1 && shift ;;
     --refresh) refresh=1 && shift ;;
     --summary-only) summary_only=1 && shift ;;
+    --slurm-anyway) slurm_anyway=1 && shift ;;
     --out)
         [ $# -ge 2 ] || usage
         out=$2
@@ -144,7 +148,7 @@ summarize() {
             esac
         done <"$out/steps.tsv"
         echo "  make demo: $demo_ok of $demo_total runs in a row passed (demo-1 also installed the build packages)"
-        for log in "$out/test.log" "$out/workaround-test-slurm.log" "$out/bench.log"; do
+        for log in "$out/test.log" "$out/test-slurm.log" "$out/workaround-test-slurm.log" "$out/bench.log"; do
             [ -f "$log" ] || continue
             echo "== tiers of $(basename "$log" .log) (passed / failed / skipped)"
             lines=$(grep -aE '^[a-z0-9_-]+: [0-9]+ passed, [0-9]+ failed|^[a-z0-9_.-]+: (picture: )?SKIP' "$log" || true)
@@ -191,6 +195,9 @@ summarize() {
         if [ "$m_bench" = 1 ] && ! { [ -s "$png" ] && head -c 8 "$png" | od -An -c | grep -q 'P   N   G'; }; then
             echo "FAIL: bench/topo_sim.sh's picture build/bench/topo-crossings.png is missing or not a PNG"
             verdict=1
+        fi
+        if [ -f "$out/test-slurm.log" ]; then
+            echo "NOTE: make test stopped before its Slurm tier; the tier ran on its own as make test-slurm (test-slurm.log)"
         fi
         if [ -f "$out/test.log" ] && ! grep -aq '^slurm: [0-9]* passed' "$out/test.log"; then
             echo "FAIL: make test's Slurm tier did not run in the fresh root (no 'slurm: N passed' line)"
@@ -503,6 +510,10 @@ if [ "${step_rcs[0]}" = 0 ]; then
         step "demo-$i" "make demo"
     done
     step test "make test"
+    if [ "$slurm_anyway" = 1 ] && ! grep -aqE '^slurm: ([0-9]+ passed|SKIP)' "$out/test.log"; then
+        say "make test stopped before its Slurm tier; running make test-slurm on its own (--slurm-anyway)"
+        step test-slurm "make test-slurm"
+    fi
     if [ -n "$retry_slurm" ] && grep -aq '^slurm: SKIP:' "$out/test.log"; then
         say "WORKAROUND (not in the README): the Slurm tier skipped; installing $retry_slurm in the root and running make test-slurm again"
         step workaround-slurm-deps "apt-get install -y --no-install-recommends $retry_slurm"
