@@ -1,9 +1,11 @@
 #!/bin/bash
 # tests/slurm/deb.sh [DEB_DIR]: the packaged plugin in the Slurm lab, loaded
 # from where the package puts it.  dpkg -i's DEB_DIR's (default
-# build-deb/deb, from `make BUILD=build-deb deb`) slurm-accelrun-plugin on
-# this host (the plugin links its library objects in: libaccelrun0 is not
-# needed), enables it the way an administrator would, by uncommenting a line
+# build-deb/deb, from `make BUILD=build-deb deb`) four packages on this host
+# (slurm-accelrun-plugin, which links its library objects in, and accelrun,
+# libaccelrun0 and libaccelrun-dev, checked with `accelrun --version` and a
+# program built with `pkg-config --cflags --libs accelrun`), enables the
+# plugin the way an administrator would, by uncommenting a line
 # of the package's conffile /etc/slurm/plugstack.conf.d/accelrun.conf (now
 # "required /usr/lib/<multiarch>/slurm-wlm/accelrun.so"), brings up the
 # two-node lab (tests/slurm/lab.sh), and runs one srun --accel-config case
@@ -46,14 +48,20 @@ preflight
 # shellcheck disable=SC2154  # preflight sets it
 rm -f "$apt_log"
 
-deb=""
-for f in "$DEB_DIR/${PKG}"_*.deb; do [ -f "$f" ] && deb=$f; done
-if [ -z "$deb" ]; then
-    bad "${PKG}_*.deb in $DEB_DIR (build it with: make BUILD=build-deb deb)"
-    finish
-fi
-echo "# package $deb"
-installed "$PKG" && skip_all "$PKG is installed already (this script removes only what it installed)"
+# the plugin, and beside it the CLI and the library a site installs with it
+PKGS="$PKG accelrun libaccelrun0 libaccelrun-dev"
+debs=()
+for p in $PKGS; do
+    deb=""
+    for f in "$DEB_DIR/${p}"_*.deb; do [ -f "$f" ] && deb=$f; done
+    if [ -z "$deb" ]; then
+        bad "${p}_*.deb in $DEB_DIR (build it with: make BUILD=build-deb deb)"
+        finish
+    fi
+    debs+=("$deb")
+    installed "$p" && skip_all "$p is installed already (this script removes only what it installed)"
+done
+echo "# packages ${debs[*]}"
 
 W="" we_installed=0
 teardown() {
@@ -61,7 +69,8 @@ teardown() {
     W=""
     "$LAB" down >/dev/null 2>&1 || echo "# warning: lab down failed"
     if [ "$we_installed" = 1 ]; then
-        dpkg -P "$PKG" >/dev/null 2>&1 || echo "# warning: dpkg -P $PKG failed"
+        # shellcheck disable=SC2086  # the package names are words
+        dpkg -P $PKGS >/dev/null 2>&1 || echo "# warning: dpkg -P $PKGS failed"
         we_installed=0
     fi
 }
@@ -70,17 +79,33 @@ trap 'exit 130' INT TERM
 
 # a lab left up (ACCELRUN_LAB_KEEP=1) may have its own plugin in PluginDir
 "$LAB" down >/dev/null 2>&1
-if [ -e "$INSTALLED" ]; then
-    skip_all "$INSTALLED exists and belongs to no package (not touching it)"
-fi
+for f in "$INSTALLED" /usr/bin/accelrun; do
+    [ -e "$f" ] && skip_all "$f exists and belongs to no package (not touching it)"
+done
 
-echo "# run: dpkg -i $deb"
-out=$(dpkg -i "$deb" 2>&1)
+echo "# run: dpkg -i ${debs[*]}"
+out=$(dpkg -i "${debs[@]}" 2>&1)
 rc=$?
 we_installed=1
-if ! ran "dpkg -i $(basename "$deb")"; then
+if ! ran "dpkg -i of the four packages"; then
     finish
 fi
+out=$(accelrun --version 2>&1)
+if [ "$(command -v accelrun)" = /usr/bin/accelrun ] && printf '%s' "$out" | grep -q "^accelrun $(dpkg-query -W -f='${Version}' accelrun) "; then
+    ok "the installed /usr/bin/accelrun --version: $out"
+else
+    bad "the installed accelrun --version names the package's version" "$(command -v accelrun): $out"
+fi
+tmp_use=$(mktemp -d)
+# shellcheck disable=SC2046  # pkg-config prints several words on purpose
+if out=$(pkg-config --cflags --libs accelrun 2>&1) &&
+    cc -o "$tmp_use/use" "$ROOT/tests/install/use.c" $(pkg-config --cflags --libs accelrun) 2>&1 &&
+    [ "$("$tmp_use/use" "${ACCEL_SHARED:-$ROOT/../shared}/corpus/accelerate-configs/templates__multi_gpu.yaml" 2>&1)" = 1 ]; then
+    ok "pkg-config --cflags --libs accelrun ('$out'): tests/install/use.c builds against the installed packages and prints RANK 1"
+else
+    bad "a program built with the installed accelrun.pc" "$out"
+fi
+rm -rf "$tmp_use"
 if [ -f "$INSTALLED" ] && dpkg -S "$INSTALLED" 2>/dev/null | grep -q "^$PKG:"; then
     ok "$INSTALLED is installed, owned by $PKG"
 else
