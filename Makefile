@@ -369,11 +369,34 @@ fuzz: $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 # k8s-operator-shim/: the admission webhook's core (review, pod, patch,
 # mutate; docs/webhook.md).  Never in libaccelrun: it links base, config and
 # env from it (DESIGN, Layout), plus cJSON.
-WEBHOOK_SRC := $(filter-out k8s-operator-shim/main.c,$(wildcard k8s-operator-shim/*.c))
+# The server around it (main, server, metrics): libmicrohttpd + GnuTLS.
+WEBHOOK_SRV_SRC := k8s-operator-shim/main.c k8s-operator-shim/server.c k8s-operator-shim/metrics.c
+WEBHOOK_SRC := $(filter-out $(WEBHOOK_SRV_SRC),$(wildcard k8s-operator-shim/*.c))
 WEBHOOK_OBJ := $(WEBHOOK_SRC:%.c=$(BUILD)/obj/%.o)
 webhook-core: $(WEBHOOK_OBJ)
-all: webhook-core
-.PHONY: webhook-core
+all: webhook-core webhook
+.PHONY: webhook-core webhook test-webhook
+
+# build/bin/accelrun-webhook (docs/webhook.md); `make test-webhook` runs its
+# TLS tier on loopback (tests/k8s/tls.sh).
+WEBHOOK_BIN := $(BUILD)/bin/accelrun-webhook
+WEBHOOK_SRV_OBJ := $(WEBHOOK_SRV_SRC:%.c=$(BUILD)/obj/%.o)
+MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd gnutls 2>/dev/null)
+MHD_LIBS := $(shell pkg-config --libs libmicrohttpd gnutls 2>/dev/null || echo -lmicrohttpd -lgnutls)
+$(WEBHOOK_SRV_OBJ): override CFLAGS += $(MHD_CFLAGS)
+ifneq ($(wildcard /usr/include/microhttpd.h),)
+webhook: $(WEBHOOK_BIN)
+else
+webhook:
+	@echo "  SKIP    $(WEBHOOK_BIN): no /usr/include/microhttpd.h (sh scripts/deps.sh build)"
+endif
+$(WEBHOOK_BIN): $(WEBHOOK_SRV_OBJ) $(WEBHOOK_OBJ) $(LIBA)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(WEBHOOK_SRV_OBJ) $(WEBHOOK_OBJ) $(LIBA) $(MHD_LIBS) $(CJSON_LIBS) \
+	    $(LIBS)
+test-webhook: webhook
+	$(Q)bash tests/k8s/tls.sh $(BUILD)
 
 $(BUILD)/tests/test_webhook: $(BUILD)/obj/tests/unit/test_webhook.o $(WEBHOOK_OBJ) $(HARNESS_OBJ) \
     $(LIBA)
@@ -448,7 +471,7 @@ format-check:
 	$(Q)clang-format --dry-run --Werror $(LIB_SRC) $(RUNTIME_SRC) $(CLI_SRC) core/include/accel/*.h \
 	    ckpt/include/accel/*.h ckpt/*.h \
 	    examples/gpt/*.[ch] tests/examples/gradcheck.c $(CU_RUNTIME_SRC) $(CU_TRAINER_SRC) \
-	    $(WEBHOOK_SRC) k8s-operator-shim/*.h $(wildcard tests/unit/test_webhook.c tests/fuzz/fuzz_review.c)
+	    $(WEBHOOK_SRC) $(WEBHOOK_SRV_SRC) k8s-operator-shim/*.h $(wildcard tests/unit/test_webhook.c tests/fuzz/fuzz_review.c)
 
 clean:
 	rm -rf build build-address build-undefined build-thread

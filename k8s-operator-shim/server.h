@@ -1,0 +1,99 @@
+/*
+ * server.h: the HTTPS server around the webhook's core, internal to
+ * k8s-operator-shim/ (server.c, metrics.c, main.c).
+ *
+ *   main.c     options, the stderr log hook, signals, the 1 s tick
+ *   server.c   the listening socket, libmicrohttpd daemons over GnuTLS,
+ *              routing (/mutate, /healthz, /readyz, /metrics), the body
+ *              cap, certificate/key/site reload, the drain on shutdown
+ *   metrics.c  the counters and the latency histogram, Prometheus text
+ *
+ * The core (webhook.h) does the deciding; nothing here looks inside a
+ * review.  No API server client yet: wh_opts.fetch stays NULL.
+ *
+ * Threads: libmicrohttpd's pool threads run the request handler; the main
+ * thread alone calls wh_srv_start, wh_srv_tick and wh_srv_stop.
+ */
+#ifndef WH_SERVER_H
+#define WH_SERVER_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "accel/buf.h"
+#include "accel/err.h"
+
+/* ---------------------------------------------------------------- metrics.c */
+
+/* How a POST /mutate ended, the label of accelrun_webhook_requests_total. */
+enum wh_outcome {
+    WH_OUTCOME_ALLOWED,     /* 200, allowed (with or without a patch) */
+    WH_OUTCOME_DENIED,      /* 200, allowed false */
+    WH_OUTCOME_ERROR,       /* 5xx: out of memory, an encoding failure */
+    WH_OUTCOME_BAD_REQUEST, /* 4xx: not a review, over a cap, wrong method, too slow */
+    WH_OUTCOME__N
+};
+
+/* Upper bounds (seconds) of the latency histogram's buckets, +Inf apart. */
+#define WH_METRICS_BUCKETS 10
+
+/* Process-wide counters, updated with relaxed atomics from any thread.
+ * Zero-initialised storage is a valid empty set. */
+struct wh_metrics {
+    atomic_ullong requests[WH_OUTCOME__N];
+    atomic_ullong patches;                        /* responses carrying a patch */
+    atomic_ullong bucket[WH_METRICS_BUCKETS + 1]; /* per bucket, not cumulative; last = +Inf */
+    atomic_ullong duration_us;                    /* sum of latencies, microseconds */
+    atomic_ullong reloads_ok, reloads_failed;     /* certificate/key/site reloads */
+    atomic_ullong connections;                    /* TLS connections accepted */
+};
+
+/* Counts one /mutate request that took `seconds` (first byte of the headers
+ * handled to the response queued). */
+void wh_metrics_request(struct wh_metrics *m, enum wh_outcome o, double seconds, bool patched);
+
+/* Appends the Prometheus text format 0.0.4 of `m` to `b`.  ACCEL_ETOOBIG
+ * past b's cap, ACCEL_ENOMEM. */
+enum accel_err wh_metrics_render(struct wh_metrics *m, struct accel_buf *b) ACCEL_WUR;
+
+/* ---------------------------------------------------------------- server.c */
+
+struct wh_srv_opts {
+    const char *cert;   /* --tls-cert: PEM certificate chain */
+    const char *key;    /* --tls-key: PEM private key */
+    const char *site;   /* --site, NULL: no site policy */
+    const char *listen; /* --listen ADDR:PORT ("[::]:8443" for IPv6; port 0: any free one) */
+    unsigned threads;   /* --threads: libmicrohttpd's pool (1: its one polling thread) */
+    unsigned max_conns; /* --max-connections */
+    unsigned timeout_s; /* --timeout: idle seconds before a connection is dropped */
+    unsigned drain_s;   /* seconds SIGTERM waits for requests in flight */
+    unsigned reload_s;  /* seconds between checks of the three files */
+    struct wh_metrics *metrics;
+};
+
+struct wh_srv;
+
+/* Reads the certificate, key and site (each with accel_read_file's cap),
+ * checks them, binds the socket and starts serving.  On failure *out is NULL
+ * and err->msg is one line that names the option or file and the fix:
+ * ACCEL_ENOTFOUND/EPERM/EIO (a file), ACCEL_EINVAL (a bad certificate, key,
+ * address), ACCEL_ECONFIG (the site file), ACCEL_EIO (bind, listen, the
+ * daemon).  The caller owns *out and ends it with wh_srv_stop. */
+enum accel_err wh_srv_start(struct wh_srv **out, const struct wh_srv_opts *o,
+                            struct accel_error *err) ACCEL_WUR;
+
+/* The port the server listens on (useful with port 0). */
+unsigned wh_srv_port(const struct wh_srv *s);
+
+/* Called about once a second from the main thread: every reload_s seconds
+ * (at once when `force`, on SIGHUP) reloads the files whose inode, size or
+ * mtime changed, keeping the old material when the new one is bad (a
+ * warning says why); stops retired daemons whose connections are gone. */
+void wh_srv_tick(struct wh_srv *s, bool force);
+
+/* Stops accepting, waits up to drain_s for the requests in flight (their
+ * responses carry Connection: close), stops every daemon and frees `s`.
+ * NULL is fine. */
+void wh_srv_stop(struct wh_srv *s);
+
+#endif
