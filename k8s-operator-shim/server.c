@@ -609,6 +609,8 @@ static enum accel_err daemon_start(struct wh_srv *s, const char *cert, const cha
     flags |= MHD_is_feature_supported(MHD_FEATURE_EPOLL) == MHD_YES ? MHD_USE_EPOLL : MHD_USE_AUTO;
     if (s->ipv6)
         flags |= MHD_USE_IPv6;
+    /* first, so that every message of the daemon goes through it */
+    ops[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, NULL};
     ops[n++] = (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, dr->fd, NULL};
     ops[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)cert};
     ops[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)key};
@@ -618,7 +620,6 @@ static enum accel_err daemon_start(struct wh_srv *s, const char *cert, const cha
     ops[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_MEMORY_LIMIT, HEADER_MEMORY, NULL};
     ops[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, dr};
     ops[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, dr};
-    ops[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, NULL};
     if (s->o.threads > 1)
         ops[n++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, s->o.threads, NULL};
     ops[n++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
