@@ -109,8 +109,8 @@ for f in "$lib" "$build/bin/accelrun" "$build/bin/train_gpt"; do
 done
 libs="$(pkg-config --libs yaml-0.1 libcjson hwloc libxxhash 2>/dev/null || echo -lyaml -lcjson -lhwloc -lxxhash)"
 if nm "$lib" 2>/dev/null | grep -q ' U ncclCommInitRankConfig'; then
-    cudalib=${CUDA_HOME:-/usr/local/cuda}/lib64
-    libs="$libs -L$cudalib -Wl,-rpath,$cudalib -lnccl -lcudart"
+    # the toolkit the build used (/usr/local/cuda, or make test's CUDA kit)
+    libs="$libs $(make -s --no-print-directory print-cuda-libs)"
 fi
 mkdir -p "$tmp/train"
 # train.c asks accel_comm_backend, accel_comm_cuda_stream and
