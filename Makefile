@@ -298,6 +298,7 @@ test: deps
 	$(Q)bash tests/examples/run.sh $(BUILD)
 	$(Q)bash tests/examples/cuda_emu/run.sh $(BUILD) --train 5
 	$(Q)sh tests/install/run.sh
+	$(Q)$(MAKE) --no-print-directory test-webhook
 	$(Q)$(MAKE) --no-print-directory test-deb
 	$(Q)$(MAKE) --no-print-directory test-slurm
 	$(Q)bash tests/slurm/deb.sh $(BUILD)/deb
