@@ -417,7 +417,10 @@ $(BUILD)/fuzz/fuzz_review: tests/fuzz/fuzz_review.c $(WEBHOOK_SRC) $(FUZZ_LIB_SR
 	    $(CJSON_LIBS) $(XXHASH_LIBS) -pthread
 
 # ---------------------------------------------------------------- the rest
-demo: deps all
+# all in a sub-make: what it builds (the plugin, the CUDA paths) is decided
+# when the Makefile is read, so after deps has installed spank.h and the kit
+demo: deps
+	$(Q)$(MAKE) --no-print-directory all
 	$(Q)sh scripts/demo.sh $(CLI)
 
 oracle:
@@ -430,6 +433,7 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBA)
 
 bench: all
 	$(Q)sh scripts/deps.sh bench
+	$(Q)sh scripts/oracle.sh --venv-only || echo "bench: no venv with the real accelerate (above); bench/run.sh's peer line says SKIP"
 	$(Q)$(MAKE) --no-print-directory bench-run
 
 # Each bench/*.sh names its peer and prints ratios; bench/comm.sh and

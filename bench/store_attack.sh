@@ -75,8 +75,9 @@ stop_server() {
                n, h / 1024, m / 1048576, h * 1024 / m, '"$deadline"', s, l }'
     if [ "$lines" -gt 0 ]; then
         head -n 3 "$tmp/err" | sed 's/^/    stderr: /'
-        [ "$lines" -gt 3 ] && echo "    stderr: ... ($((lines - 3)) more)"
+        if [ "$lines" -gt 3 ]; then echo "    stderr: ... ($((lines - 3)) more)"; fi
     fi
+    return 0
 }
 
 # scenario NAME SECONDS ATTACK...: one attack against a fresh server (already

@@ -41,6 +41,14 @@ import accelerate.commands.launch, torch.distributed.run, deepspeed.launcher.run
 EOF
 }
 
+# --venv-only: make (or reuse) the venv and stop: `make bench` needs the real
+# accelerate launch as its peer, not new goldens
+venv_only=0
+if [ "${1:-}" = --venv-only ]; then
+    venv_only=1
+    shift
+fi
+
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && check_imports; then
     say "reusing $venv (pins unchanged; $pyexe $pyver)"
 else
@@ -72,5 +80,6 @@ else
     say "venv ready"
 fi
 
+[ "$venv_only" = 1 ] && exit 0
 say "running scripts/oracle.py"
 exec "$venv/bin/python" scripts/oracle.py "$@"
