@@ -371,7 +371,8 @@ fuzz: $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 # mutate; docs/webhook.md).  Never in libaccelrun: it links base, config and
 # env from it (DESIGN, Layout), plus cJSON.
 # The server around it (main, server, metrics): libmicrohttpd + GnuTLS.
-WEBHOOK_SRV_SRC := k8s-operator-shim/main.c k8s-operator-shim/server.c k8s-operator-shim/metrics.c
+WEBHOOK_SRV_SRC := k8s-operator-shim/main.c k8s-operator-shim/server.c k8s-operator-shim/metrics.c \
+                   k8s-operator-shim/inputs.c
 WEBHOOK_SRC := $(filter-out $(WEBHOOK_SRV_SRC),$(wildcard k8s-operator-shim/*.c))
 WEBHOOK_OBJ := $(WEBHOOK_SRC:%.c=$(BUILD)/obj/%.o)
 webhook-core: $(WEBHOOK_OBJ)

@@ -47,28 +47,9 @@
 #include "server.h"
 #include "webhook.h"
 
-#define TLS_FILE_MAX (1u << 20) /* bytes of a PEM certificate chain or key */
 /* TLS 1.2 and 1.3 only, GnuTLS's NORMAL ciphers otherwise. */
 #define TLS_PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 #define HEADER_MEMORY (64u << 10) /* libmicrohttpd's per-connection pool: headers, buffers */
-#define LISTEN_BACKLOG 256
-
-/* What a file looked like when last read: a change of any field (a
- * kubelet's symlink swap changes the inode) triggers a reload. */
-struct fsig {
-    dev_t dev;
-    ino_t ino;
-    off_t size;
-    struct timespec mtime;
-    bool ok; /* stat succeeded */
-};
-
-/* The site policy a request uses, shared by reference count. */
-struct site_ref {
-    struct accel_site site;
-    bool have; /* --site given */
-    unsigned refs;
-};
 
 /* One libmicrohttpd daemon; two live at once during a certificate reload. */
 struct daemon_rec {
@@ -89,12 +70,12 @@ struct wh_srv {
     struct wh_metrics *m;
     struct daemon_rec *cur;     /* accepting */
     struct daemon_rec *retired; /* quiesced, finishing */
-    struct fsig sig_cert, sig_key, sig_site;
+    struct wh_fsig sig_cert, sig_key, sig_site;
     double next_check;
 
     pthread_mutex_t mu;  /* guards site, inflight */
     pthread_cond_t idle; /* inflight reached 0 */
-    struct site_ref *site;
+    struct wh_site_ref *site;
     unsigned inflight;    /* requests between their first handler call and completion */
     atomic_bool draining; /* SIGTERM: /readyz 503, Connection: close */
 };
@@ -110,93 +91,7 @@ struct req {
     size_t len, cap;
 };
 
-/* ---------------------------------------------------------------- files */
-
-static void fsig_read(struct fsig *s, const char *path)
-{
-    struct stat st;
-
-    memset(s, 0, sizeof(*s));
-    if (path == NULL || stat(path, &st) != 0)
-        return;
-    s->ok = true;
-    s->dev = st.st_dev;
-    s->ino = st.st_ino;
-    s->size = st.st_size;
-    s->mtime = st.st_mtim;
-}
-
-static bool fsig_same(const struct fsig *a, const struct fsig *b)
-{
-    return a->ok == b->ok && a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
-}
-
-/* Reads `path` for option `opt`; the message names both and the fix. */
-static enum accel_err read_opt_file(const char *opt, const char *path, char **data, size_t *len,
-                                    struct accel_error *err)
-{
-    struct accel_error e;
-    enum accel_err rc;
-
-    accel_error_clear(&e);
-    rc = accel_read_file(path, TLS_FILE_MAX, data, len, &e);
-    if (rc != ACCEL_OK)
-        return accel_error_set(err, rc, "%s %s: couldn't read: %s (give a readable PEM file)", opt,
-                               path, e.msg[0] ? e.msg : accel_strerror(rc));
-    return ACCEL_OK;
-}
-
-/* Checks that `cert` and `key` are PEM, and that the key is the
- * certificate's, with the TLS stack libmicrohttpd will use. */
-static enum accel_err tls_check(const struct wh_srv_opts *o, const char *cert, size_t certlen,
-                                const char *key, size_t keylen, struct accel_error *err)
-{
-    gnutls_datum_t c = {(unsigned char *)cert, (unsigned)certlen};
-    gnutls_datum_t k = {(unsigned char *)key, (unsigned)keylen};
-    gnutls_x509_crt_t *list = NULL;
-    unsigned n = 0;
-    gnutls_x509_privkey_t pk = NULL;
-    gnutls_certificate_credentials_t cred = NULL;
-    enum accel_err rc = ACCEL_OK;
-    int g;
-
-    g = gnutls_x509_crt_list_import2(&list, &n, &c, GNUTLS_X509_FMT_PEM, 0);
-    if (g < 0 || n == 0) {
-        rc = accel_error_set(err, ACCEL_EINVAL,
-                             "--tls-cert %s: not a PEM certificate: %s (give the server "
-                             "certificate, then its intermediates, in PEM)",
-                             o->cert, g < 0 ? gnutls_strerror(g) : "no certificate in it");
-        goto out;
-    }
-    if ((g = gnutls_x509_privkey_init(&pk)) < 0 ||
-        (g = gnutls_x509_privkey_import2(pk, &k, GNUTLS_X509_FMT_PEM, NULL, 0)) < 0) {
-        rc = accel_error_set(err, ACCEL_EINVAL,
-                             "--tls-key %s: not an unencrypted PEM private key: %s (give the "
-                             "certificate's key, PKCS#1, SEC1 or PKCS#8 without a passphrase)",
-                             o->key, gnutls_strerror(g));
-        goto out;
-    }
-    if ((g = gnutls_certificate_allocate_credentials(&cred)) < 0 ||
-        (g = gnutls_certificate_set_x509_key_mem(cred, &c, &k, GNUTLS_X509_FMT_PEM)) < 0) {
-        rc = accel_error_set(err, ACCEL_EINVAL,
-                             "--tls-key %s does not go with --tls-cert %s: %s (give the key the "
-                             "certificate was issued for)",
-                             o->key, o->cert, gnutls_strerror(g));
-        goto out;
-    }
-out:
-    if (cred != NULL)
-        gnutls_certificate_free_credentials(cred);
-    if (pk != NULL)
-        gnutls_x509_privkey_deinit(pk);
-    for (unsigned i = 0; i < n; i++)
-        gnutls_x509_crt_deinit(list[i]);
-    gnutls_free(list);
-    return rc;
-}
-
-static void site_unref(struct wh_srv *s, struct site_ref *r)
+static void site_unref(struct wh_srv *s, struct wh_site_ref *r)
 {
     bool last;
 
@@ -212,73 +107,15 @@ static void site_unref(struct wh_srv *s, struct site_ref *r)
     }
 }
 
-static struct site_ref *site_get(struct wh_srv *s)
+static struct wh_site_ref *site_get(struct wh_srv *s)
 {
-    struct site_ref *r;
+    struct wh_site_ref *r;
 
     pthread_mutex_lock(&s->mu);
     r = s->site;
     r->refs++;
     pthread_mutex_unlock(&s->mu);
     return r;
-}
-
-/* Loads the site file into a new reference (refs 1); the message is the
- * first finding, located, and the count of the others. */
-static enum accel_err site_load(const struct wh_srv_opts *o, struct site_ref **out,
-                                struct accel_error *err)
-{
-    struct site_ref *r;
-    struct accel_diags d;
-    struct accel_error e;
-    char *data = NULL;
-    size_t len = 0;
-    enum accel_err rc;
-
-    *out = NULL;
-    r = accel_calloc(1, sizeof(*r));
-    if (r == NULL)
-        return accel_error_set(err, ACCEL_ENOMEM, "--site: out of memory");
-    r->refs = 1;
-    accel_site_init(&r->site);
-    if (o->site == NULL) {
-        *out = r;
-        return ACCEL_OK;
-    }
-    accel_error_clear(&e);
-    rc = accel_read_file(o->site, ACCEL_MAX_CONFIG_BYTES, &data, &len, &e);
-    if (rc != ACCEL_OK) {
-        accel_free(r);
-        return accel_error_set(err, rc, "--site %s: couldn't read: %s (give a readable site file)",
-                               o->site, e.msg[0] ? e.msg : accel_strerror(rc));
-    }
-    accel_diags_init(&d);
-    accel_site_free(&r->site);
-    rc = accel_site_load_buffer(&r->site, o->site, data, len, 0, &d, &e);
-    accel_free(data);
-    if (rc != ACCEL_OK) {
-        char first[768] = "";
-
-        accel_diags_sort(&d);
-        for (size_t i = 0; i < d.n; i++)
-            if (d.v[i].sev == ACCEL_SEV_ERROR) {
-                accel_diag_format(&d.v[i], first, sizeof(first));
-                break;
-            }
-        if (first[0] == '\0')
-            snprintf(first, sizeof(first), "%s", e.msg[0] ? e.msg : accel_strerror(rc));
-        accel_error_set(err, ACCEL_ECONFIG,
-                        "--site %s: invalid: %s%s (fix the file; `accelrun check --site %s "
-                        "CONFIG` lists every finding)",
-                        o->site, first, d.errors > 1 ? " (and more errors)" : "", o->site);
-        accel_diags_free(&d);
-        accel_free(r);
-        return ACCEL_ECONFIG;
-    }
-    accel_diags_free(&d);
-    r->have = true;
-    *out = r;
-    return ACCEL_OK;
 }
 
 /* ---------------------------------------------------------------- responses */
@@ -354,7 +191,7 @@ static enum MHD_Result mutate(struct req *r, struct MHD_Connection *c)
     struct wh_review rv = {0};
     struct wh_response resp;
     struct accel_error err;
-    struct site_ref *site;
+    struct wh_site_ref *site;
     struct wh_opts opts = {0};
     char *out = NULL;
     size_t outlen = 0;
@@ -659,83 +496,6 @@ static void daemon_retire(struct wh_srv *s, struct daemon_rec *dr)
     s->retired = dr;
 }
 
-/* ---------------------------------------------------------------- socket */
-
-static enum accel_err bind_listen(struct wh_srv *s, struct accel_error *err)
-{
-    char host[256];
-    const char *addr = s->o.listen, *colon, *port;
-    struct addrinfo hints = {0}, *ai = NULL;
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    int one = 1, g;
-    size_t hl;
-
-    if (addr[0] == '[') {
-        const char *rb = strchr(addr, ']');
-        if (rb == NULL || rb[1] != ':')
-            goto bad;
-        hl = (size_t)(rb - addr - 1);
-        if (hl >= sizeof(host))
-            goto bad;
-        memcpy(host, addr + 1, hl);
-        port = rb + 2;
-    } else {
-        colon = strrchr(addr, ':');
-        if (colon == NULL || memchr(addr, ':', (size_t)(colon - addr)) != NULL)
-            goto bad;
-        hl = (size_t)(colon - addr);
-        if (hl >= sizeof(host))
-            goto bad;
-        memcpy(host, addr, hl);
-        port = colon + 1;
-    }
-    host[hl] = '\0';
-    if (port[0] == '\0' || strspn(port, "0123456789") != strlen(port) || strlen(port) > 5 ||
-        atoi(port) > 65535)
-        goto bad;
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV;
-    g = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
-    if (g != 0)
-        return accel_error_set(err, ACCEL_EINVAL,
-                               "--listen %s: %s (give a numeric address: 0.0.0.0:8443, "
-                               "127.0.0.1:8443, [::]:8443)",
-                               addr, gai_strerror(g));
-    s->ipv6 = ai->ai_family == AF_INET6;
-    s->lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (s->lfd < 0) {
-        freeaddrinfo(ai);
-        return accel_error_sys(err, ACCEL_EIO, "--listen %s: couldn't create a socket", addr);
-    }
-    setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(s->lfd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        int e = errno;
-
-        freeaddrinfo(ai);
-        errno = e;
-        return accel_error_sys(err, ACCEL_EIO, "--listen %s: couldn't bind (%s)", addr,
-                               e == EADDRINUSE ? "another process holds the port: stop it or "
-                                                 "choose another port"
-                               : e == EACCES   ? "a port under 1024 needs CAP_NET_BIND_SERVICE: "
-                                                 "use 8443"
-                                               : "check the address is this host's");
-    }
-    freeaddrinfo(ai);
-    if (listen(s->lfd, LISTEN_BACKLOG) != 0)
-        return accel_error_sys(err, ACCEL_EIO, "--listen %s: couldn't listen", addr);
-    if (getsockname(s->lfd, (struct sockaddr *)&ss, &sl) == 0)
-        s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                                 : ((struct sockaddr_in *)&ss)->sin_port);
-    return ACCEL_OK;
-bad:
-    return accel_error_set(err, ACCEL_EINVAL,
-                           "--listen %s: not ADDR:PORT (give 0.0.0.0:8443, 127.0.0.1:8443 or "
-                           "[::]:8443)",
-                           addr);
-}
-
 /* ---------------------------------------------------------------- life cycle */
 
 /* Reads and checks the pair, then starts a daemon with it. */
@@ -746,13 +506,13 @@ static enum accel_err load_tls(struct wh_srv *s, struct daemon_rec **out, struct
     enum accel_err rc;
 
     *out = NULL;
-    fsig_read(&s->sig_cert, s->o.cert);
-    fsig_read(&s->sig_key, s->o.key);
-    rc = read_opt_file("--tls-cert", s->o.cert, &cert, &certlen, err);
+    wh_fsig_read(&s->sig_cert, s->o.cert);
+    wh_fsig_read(&s->sig_key, s->o.key);
+    rc = wh_read_opt_file("--tls-cert", s->o.cert, &cert, &certlen, err);
     if (rc == ACCEL_OK)
-        rc = read_opt_file("--tls-key", s->o.key, &key, &keylen, err);
+        rc = wh_read_opt_file("--tls-key", s->o.key, &key, &keylen, err);
     if (rc == ACCEL_OK)
-        rc = tls_check(&s->o, cert, certlen, key, keylen, err);
+        rc = wh_tls_check(&s->o, cert, certlen, key, keylen, err);
     if (rc == ACCEL_OK)
         rc = daemon_start(s, cert, key, out, err);
     if (key != NULL) {
@@ -778,10 +538,10 @@ enum accel_err wh_srv_start(struct wh_srv **out, const struct wh_srv_opts *o,
     s->lfd = -1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->idle, NULL);
-    fsig_read(&s->sig_site, o->site);
-    rc = site_load(o, &s->site, err);
+    wh_fsig_read(&s->sig_site, o->site);
+    rc = wh_site_load(o, &s->site, err);
     if (rc == ACCEL_OK)
-        rc = bind_listen(s, err);
+        rc = wh_listen(s->o.listen, &s->lfd, &s->port, &s->ipv6, err);
     if (rc == ACCEL_OK)
         rc = load_tls(s, &s->cur, err);
     if (rc != ACCEL_OK) {
@@ -818,12 +578,12 @@ static void reload_tls(struct wh_srv *s)
 
 static void reload_site(struct wh_srv *s)
 {
-    struct site_ref *r = NULL, *old;
+    struct wh_site_ref *r = NULL, *old;
     struct accel_error err;
 
     accel_error_clear(&err);
-    fsig_read(&s->sig_site, s->o.site);
-    if (site_load(&s->o, &r, &err) != ACCEL_OK) {
+    wh_fsig_read(&s->sig_site, s->o.site);
+    if (wh_site_load(&s->o, &r, &err) != ACCEL_OK) {
         atomic_fetch_add(&s->m->reloads_failed, 1);
         accel_log(ACCEL_LOG_WARN, "reload: %s; still using the previous site policy", err.msg);
         return;
@@ -853,16 +613,16 @@ void wh_srv_tick(struct wh_srv *s, bool force)
         }
     }
     if (force || now >= s->next_check) {
-        struct fsig c, k, st;
+        struct wh_fsig c, k, st;
 
         s->next_check = now + s->o.reload_s;
-        fsig_read(&c, s->o.cert);
-        fsig_read(&k, s->o.key);
-        if (force || !fsig_same(&c, &s->sig_cert) || !fsig_same(&k, &s->sig_key))
+        wh_fsig_read(&c, s->o.cert);
+        wh_fsig_read(&k, s->o.key);
+        if (force || !wh_fsig_same(&c, &s->sig_cert) || !wh_fsig_same(&k, &s->sig_key))
             reload_tls(s);
         if (s->o.site != NULL) {
-            fsig_read(&st, s->o.site);
-            if (force || !fsig_same(&st, &s->sig_site))
+            wh_fsig_read(&st, s->o.site);
+            if (force || !wh_fsig_same(&st, &s->sig_site))
                 reload_site(s);
         }
     }

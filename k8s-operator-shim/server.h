@@ -3,9 +3,11 @@
  * k8s-operator-shim/ (server.c, metrics.c, main.c).
  *
  *   main.c     options, the stderr log hook, signals, the 1 s tick
- *   server.c   the listening socket, libmicrohttpd daemons over GnuTLS,
- *              routing (/mutate, /healthz, /readyz, /metrics), the body
- *              cap, certificate/key/site reload, the drain on shutdown
+ *   server.c   libmicrohttpd daemons over GnuTLS, routing (/mutate,
+ *              /healthz, /readyz, /metrics), the body cap,
+ *              certificate/key/site reload, the drain on shutdown
+ *   inputs.c   the files' signatures, reading and checking the TLS pair,
+ *              loading the site file, the listening socket
  *   metrics.c  the counters and the latency histogram, Prometheus text
  *
  * The core (webhook.h) does the deciding; nothing here looks inside a
@@ -19,9 +21,13 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <time.h>
 
 #include "accel/buf.h"
 #include "accel/err.h"
+#include "accel/site.h"
 
 /* ---------------------------------------------------------------- metrics.c */
 
@@ -95,5 +101,47 @@ void wh_srv_tick(struct wh_srv *s, bool force);
  * responses carry Connection: close), stops every daemon and frees `s`.
  * NULL is fine. */
 void wh_srv_stop(struct wh_srv *s);
+
+/* ---------------------------------------------------------------- inputs.c */
+
+/* What a file looked like when last read: a change of any field (a
+ * kubelet's symlink swap changes the inode) triggers a reload. */
+struct wh_fsig {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+    bool ok; /* stat succeeded */
+};
+
+/* The site policy a request uses, shared by reference count. */
+struct wh_site_ref {
+    struct accel_site site;
+    bool have; /* --site given */
+    unsigned refs;
+};
+
+void wh_fsig_read(struct wh_fsig *s, const char *path);
+bool wh_fsig_same(const struct wh_fsig *a, const struct wh_fsig *b);
+
+/* Reads `path` for option `opt` (at most 1 MiB); the message names both
+ * and the fix. */
+enum accel_err wh_read_opt_file(const char *opt, const char *path, char **data, size_t *len,
+                                struct accel_error *err) ACCEL_WUR;
+
+/* Checks that `cert` and `key` are PEM and that the key is the
+ * certificate's, with the TLS stack libmicrohttpd uses; o names the files. */
+enum accel_err wh_tls_check(const struct wh_srv_opts *o, const char *cert, size_t certlen,
+                            const char *key, size_t keylen, struct accel_error *err) ACCEL_WUR;
+
+/* Loads o->site (none: an empty policy) into a new reference (refs 1); the
+ * message is the first finding, located, and says whether there are more. */
+enum accel_err wh_site_load(const struct wh_srv_opts *o, struct wh_site_ref **out,
+                            struct accel_error *err) ACCEL_WUR;
+
+/* A listening TCP socket (non-blocking, close-on-exec) on --listen's
+ * numeric ADDR:PORT ([v6]:PORT); *bound_port is the port it got (for :0). */
+enum accel_err wh_listen(const char *addr, int *fd, unsigned *bound_port, bool *ipv6,
+                         struct accel_error *err) ACCEL_WUR;
 
 #endif
