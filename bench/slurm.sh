@@ -6,10 +6,9 @@
 # Needs root and network namespaces, like the lab; prints SKIP otherwise.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-if [ "${ACCELRUN_LAB_LOCKED:-0}" != 1 ]; then # the lab's names are fixed: one lab per host
-    export ACCELRUN_LAB_LOCKED=1
-    exec flock -w 3600 /tmp/accelrun-lab.lock bash "$0" "$@"
-fi
+# shellcheck source=tests/slurm/lock.sh
+. "$ROOT/tests/slurm/lock.sh"
+lab_lock "$0" "$@" # the lab's names are fixed: one lab per host
 PLUGIN=$(realpath "${1:-$ROOT/build/spank/accelrun.so}")
 runs=${BENCH_SLURM_RUNS:-21}
 LAB=$ROOT/tests/slurm/lab.sh

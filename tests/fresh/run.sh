@@ -48,7 +48,9 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(git -C "$HERE" rev-parse --show-toplevel)
 SHARED_SRC=$(realpath -m "$REPO/../shared")
-LOCK=/tmp/accelrun-lab.lock
+# shellcheck source=tests/slurm/lock.sh
+. "$REPO/tests/slurm/lock.sh"
+LOCK=$LAB_LOCK
 SUITE=bookworm
 BR=acclab0 # tests/slurm/lab.sh's bridge
 

@@ -20,16 +20,8 @@ skip_all() {
     exit 0
 }
 
-# lab_lock SCRIPT ARGS...: runs the calling script again under the host's
-# lab lock, unless it holds it already.  The lab uses fixed names (bridge,
-# namespaces, user alice), so two labs on one host must not overlap: make
-# test, tests/fresh/run.sh and the benchmarks all take it.
-lab_lock() {
-    if [ "${ACCELRUN_LAB_LOCKED:-0}" != 1 ]; then
-        export ACCELRUN_LAB_LOCKED=1
-        exec flock -w 3600 /tmp/accelrun-lab.lock bash "$@"
-    fi
-}
+# shellcheck source=tests/slurm/lock.sh
+. "$HERE/lock.sh" # lab_lock
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
 apt_updated=0
