@@ -16,34 +16,6 @@
 #include "accel/alloc.h"
 #include "webhook.h"
 
-/* obj[key] when present and not null; ACCEL_EINVAL when it is not of the
- * type `want` (cJSON_Object, cJSON_Array or cJSON_String). */
-static enum accel_err member(const cJSON *obj, const char *key, int want, const char *field,
-                             const cJSON **out, struct accel_error *err)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    static const char *const names[] = {"an object", "an array", "a string"};
-    int i = want == cJSON_Object ? 0 : want == cJSON_Array ? 1 : 2;
-
-    *out = NULL;
-    if (v == NULL || cJSON_IsNull(v))
-        return ACCEL_OK;
-    if ((v->type & 0xFF) != want)
-        return accel_error_set(err, ACCEL_EINVAL, "%s: not %s", field, names[i]);
-    *out = v;
-    return ACCEL_OK;
-}
-
-static enum accel_err member_str(const cJSON *obj, const char *key, const char *field,
-                                 const char **out, struct accel_error *err)
-{
-    const cJSON *v;
-    enum accel_err rc = member(obj, key, cJSON_String, field, &v, err);
-
-    *out = v ? v->valuestring : NULL;
-    return rc;
-}
-
 /* A quantity of a countable resource: "4" or 4.  Extended resources must
  * be whole numbers (shared/reference/kubernetes.md §3); anything else is
  * reported as unreadable. */
@@ -54,9 +26,11 @@ static enum accel_err gpu_limit(const cJSON *c, const char *field, long *out,
     enum accel_err rc;
 
     *out = -1;
-    if ((rc = member(c, "resources", cJSON_Object, field, &res, err)) != ACCEL_OK || res == NULL)
+    if ((rc = wh_json_member(c, "resources", cJSON_Object, field, &res, err)) != ACCEL_OK ||
+        res == NULL)
         return rc;
-    if ((rc = member(res, "limits", cJSON_Object, field, &lim, err)) != ACCEL_OK || lim == NULL)
+    if ((rc = wh_json_member(res, "limits", cJSON_Object, field, &lim, err)) != ACCEL_OK ||
+        lim == NULL)
         return rc;
     g = cJSON_GetObjectItemCaseSensitive(lim, WH_GPU_RESOURCE);
     if (g == NULL || cJSON_IsNull(g))
@@ -104,18 +78,18 @@ static enum accel_err read_containers(struct wh_pod *pod, const cJSON *list, boo
         memset(w, 0, sizeof(*w));
         w->index = i;
         w->init = init;
-        if ((rc = member_str(c, "name", field, &w->name, err)) != ACCEL_OK)
+        if ((rc = wh_json_string(c, "name", field, &w->name, err)) != ACCEL_OK)
             return rc;
         if (w->name == NULL || w->name[0] == '\0')
             return accel_error_set(err, ACCEL_EINVAL, "%s.name: missing", field);
-        if ((rc = member(c, "env", cJSON_Array, field, &w->env, err)) != ACCEL_OK)
+        if ((rc = wh_json_member(c, "env", cJSON_Array, field, &w->env, err)) != ACCEL_OK)
             return rc;
         for (const cJSON *e = w->env ? w->env->child : NULL; e != NULL; e = e->next) {
             const char *name;
             if (!cJSON_IsObject(e))
                 return accel_error_set(err, ACCEL_EINVAL, "%s.env: an entry is not an object",
                                        field);
-            if ((rc = member_str(e, "name", field, &name, err)) != ACCEL_OK)
+            if ((rc = wh_json_string(e, "name", field, &name, err)) != ACCEL_OK)
                 return rc;
             if (name == NULL)
                 return accel_error_set(err, ACCEL_EINVAL, "%s.env: an entry has no name", field);
@@ -137,8 +111,8 @@ static enum accel_err owner_job(const cJSON *meta, const char **out, struct acce
     unsigned i = 0;
 
     *out = NULL;
-    rc = member(meta, "ownerReferences", cJSON_Array, "request.object.metadata.ownerReferences",
-                &refs, err);
+    rc = wh_json_member(meta, "ownerReferences", cJSON_Array,
+                        "request.object.metadata.ownerReferences", &refs, err);
     if (rc != ACCEL_OK)
         return rc;
     for (const cJSON *r = refs ? refs->child : NULL; r != NULL; r = r->next, i++) {
@@ -146,13 +120,13 @@ static enum accel_err owner_job(const cJSON *meta, const char **out, struct acce
         if (!cJSON_IsObject(r))
             return accel_error_set(err, ACCEL_EINVAL,
                                    "request.object.metadata.ownerReferences[%u]: not an object", i);
-        if ((rc = member_str(r, "kind", "request.object.metadata.ownerReferences[].kind", &kind,
-                             err)) != ACCEL_OK ||
-            (rc = member_str(r, "name", "request.object.metadata.ownerReferences[].name", &name,
-                             err)) != ACCEL_OK ||
-            (rc = member_str(r, "apiVersion",
-                             "request.object.metadata.ownerReferences[].apiVersion", &api, err)) !=
-                ACCEL_OK)
+        if ((rc = wh_json_string(r, "kind", "request.object.metadata.ownerReferences[].kind", &kind,
+                                 err)) != ACCEL_OK ||
+            (rc = wh_json_string(r, "name", "request.object.metadata.ownerReferences[].name", &name,
+                                 err)) != ACCEL_OK ||
+            (rc = wh_json_string(r, "apiVersion",
+                                 "request.object.metadata.ownerReferences[].apiVersion", &api,
+                                 err)) != ACCEL_OK)
             return rc;
         if (kind && name && api && strcmp(kind, "Job") == 0 && strcmp(api, "batch/v1") == 0 &&
             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "controller"))) {
@@ -182,24 +156,25 @@ enum accel_err wh_pod_read(struct wh_pod *pod, const cJSON *object, const char *
     size_t total;
 
     memset(pod, 0, sizeof(*pod));
-    if ((rc = member(object, "metadata", cJSON_Object, "request.object.metadata", &meta, err)) !=
-            ACCEL_OK ||
-        (rc = member(object, "spec", cJSON_Object, "request.object.spec", &spec, err)) != ACCEL_OK)
+    if ((rc = wh_json_member(object, "metadata", cJSON_Object, "request.object.metadata", &meta,
+                             err)) != ACCEL_OK ||
+        (rc = wh_json_member(object, "spec", cJSON_Object, "request.object.spec", &spec, err)) !=
+            ACCEL_OK)
         return rc;
     if (meta == NULL)
         return accel_error_set(err, ACCEL_EINVAL, "request.object.metadata: missing");
     if (spec == NULL)
         return accel_error_set(err, ACCEL_EINVAL, "request.object.spec: missing");
-    if ((rc = member_str(meta, "namespace", "request.object.metadata.namespace", &ns, err)) !=
+    if ((rc = wh_json_string(meta, "namespace", "request.object.metadata.namespace", &ns, err)) !=
             ACCEL_OK ||
-        (rc = member_str(meta, "name", "request.object.metadata.name", &pod->name, err)) !=
+        (rc = wh_json_string(meta, "name", "request.object.metadata.name", &pod->name, err)) !=
             ACCEL_OK ||
-        (rc = member_str(meta, "generateName", "request.object.metadata.generateName",
-                         &pod->generate_name, err)) != ACCEL_OK ||
-        (rc = member(meta, "annotations", cJSON_Object, "request.object.metadata.annotations", &ann,
-                     err)) != ACCEL_OK ||
-        (rc = member(meta, "labels", cJSON_Object, "request.object.metadata.labels", &lab, err)) !=
-            ACCEL_OK ||
+        (rc = wh_json_string(meta, "generateName", "request.object.metadata.generateName",
+                             &pod->generate_name, err)) != ACCEL_OK ||
+        (rc = wh_json_member(meta, "annotations", cJSON_Object,
+                             "request.object.metadata.annotations", &ann, err)) != ACCEL_OK ||
+        (rc = wh_json_member(meta, "labels", cJSON_Object, "request.object.metadata.labels", &lab,
+                             err)) != ACCEL_OK ||
         (rc = string_map(ann, "request.object.metadata.annotations", err)) != ACCEL_OK ||
         (rc = string_map(lab, "request.object.metadata.labels", err)) != ACCEL_OK ||
         (rc = owner_job(meta, &pod->owner_job, err)) != ACCEL_OK)
@@ -223,13 +198,13 @@ enum accel_err wh_pod_read(struct wh_pod *pod, const cJSON *object, const char *
         if ((v = cJSON_GetObjectItemCaseSensitive(ann, WH_ANN_CONTAINERS)) != NULL)
             pod->select = v->valuestring;
     }
-    if ((rc = member_str(spec, "subdomain", "request.object.spec.subdomain", &pod->subdomain,
-                         err)) != ACCEL_OK)
+    if ((rc = wh_json_string(spec, "subdomain", "request.object.spec.subdomain", &pod->subdomain,
+                             err)) != ACCEL_OK)
         return rc;
     if (pod->subdomain != NULL && pod->subdomain[0] == '\0')
         pod->subdomain = NULL;
-    if ((rc = member_str(spec, "dnsPolicy", "request.object.spec.dnsPolicy", &pod->dns_policy,
-                         err)) != ACCEL_OK)
+    if ((rc = wh_json_string(spec, "dnsPolicy", "request.object.spec.dnsPolicy", &pod->dns_policy,
+                             err)) != ACCEL_OK)
         return rc;
     {
         const cJSON *hn = cJSON_GetObjectItemCaseSensitive(spec, "hostNetwork");
@@ -238,10 +213,10 @@ enum accel_err wh_pod_read(struct wh_pod *pod, const cJSON *object, const char *
                                    "request.object.spec.hostNetwork: not a boolean");
         pod->host_network = cJSON_IsTrue(hn);
     }
-    if ((rc = member(spec, "containers", cJSON_Array, "request.object.spec.containers", &cs,
-                     err)) != ACCEL_OK ||
-        (rc = member(spec, "initContainers", cJSON_Array, "request.object.spec.initContainers",
-                     &ics, err)) != ACCEL_OK)
+    if ((rc = wh_json_member(spec, "containers", cJSON_Array, "request.object.spec.containers", &cs,
+                             err)) != ACCEL_OK ||
+        (rc = wh_json_member(spec, "initContainers", cJSON_Array,
+                             "request.object.spec.initContainers", &ics, err)) != ACCEL_OK)
         return rc;
     total = (size_t)cJSON_GetArraySize(cs) + (size_t)cJSON_GetArraySize(ics);
     if (total > WH_MAX_CONTAINERS)

@@ -122,19 +122,32 @@ static enum accel_err check_strings(const cJSON *v, char *path, size_t size, siz
     return ACCEL_OK;
 }
 
-/* A member that must be a string when present: NULL when absent or null. */
-static enum accel_err opt_string(const cJSON *obj, const char *key, const char *field,
-                                 const char **out, struct accel_error *err)
+/* obj[key] when present and not null; ACCEL_EINVAL when it is not of the
+ * type `want` (cJSON_Object, cJSON_Array or cJSON_String). */
+enum accel_err wh_json_member(const cJSON *obj, const char *key, int want, const char *field,
+                              const cJSON **out, struct accel_error *err)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    static const char *const names[] = {"an object", "an array", "a string"};
+    int i = want == cJSON_Object ? 0 : want == cJSON_Array ? 1 : 2;
 
     *out = NULL;
     if (v == NULL || cJSON_IsNull(v))
         return ACCEL_OK;
-    if (!cJSON_IsString(v))
-        return accel_error_set(err, ACCEL_EINVAL, "%s: not a string", field);
-    *out = v->valuestring;
+    if ((v->type & 0xFF) != want)
+        return accel_error_set(err, ACCEL_EINVAL, "%s: not %s", field, names[i]);
+    *out = v;
     return ACCEL_OK;
+}
+
+enum accel_err wh_json_string(const cJSON *obj, const char *key, const char *field,
+                              const char **out, struct accel_error *err)
+{
+    const cJSON *v;
+    enum accel_err rc = wh_json_member(obj, key, cJSON_String, field, &v, err);
+
+    *out = v ? v->valuestring : NULL;
+    return rc;
 }
 
 static enum accel_err decode(struct wh_review *rv, struct accel_error *err)
@@ -149,8 +162,8 @@ static enum accel_err decode(struct wh_review *rv, struct accel_error *err)
         return rc;
     if (!cJSON_IsObject(rv->root))
         return accel_error_set(err, ACCEL_EINVAL, "body: not a JSON object");
-    if ((rc = opt_string(rv->root, "apiVersion", "apiVersion", &api, err)) != ACCEL_OK ||
-        (rc = opt_string(rv->root, "kind", "kind", &kind, err)) != ACCEL_OK)
+    if ((rc = wh_json_string(rv->root, "apiVersion", "apiVersion", &api, err)) != ACCEL_OK ||
+        (rc = wh_json_string(rv->root, "kind", "kind", &kind, err)) != ACCEL_OK)
         return rc;
     if (api == NULL)
         return accel_error_set(err, ACCEL_EINVAL, "apiVersion: missing (expected %s)",
@@ -168,15 +181,16 @@ static enum accel_err decode(struct wh_review *rv, struct accel_error *err)
         return accel_error_set(err, ACCEL_EINVAL, "request: missing");
     if (!cJSON_IsObject(req))
         return accel_error_set(err, ACCEL_EINVAL, "request: not an object");
-    if ((rc = opt_string(req, "uid", "request.uid", &rv->uid, err)) != ACCEL_OK)
+    if ((rc = wh_json_string(req, "uid", "request.uid", &rv->uid, err)) != ACCEL_OK)
         return rc;
     if (rv->uid == NULL || rv->uid[0] == '\0')
         return accel_error_set(err, ACCEL_EINVAL, "request.uid: missing");
     if (strlen(rv->uid) > WH_MAX_UID)
         return accel_error_set(err, ACCEL_EINVAL, "request.uid: %zu bytes, more than %u",
                                strlen(rv->uid), WH_MAX_UID);
-    if ((rc = opt_string(req, "operation", "request.operation", &rv->operation, err)) != ACCEL_OK ||
-        (rc = opt_string(req, "namespace", "request.namespace", &rv->ns, err)) != ACCEL_OK)
+    if ((rc = wh_json_string(req, "operation", "request.operation", &rv->operation, err)) !=
+            ACCEL_OK ||
+        (rc = wh_json_string(req, "namespace", "request.namespace", &rv->ns, err)) != ACCEL_OK)
         return rc;
     if (rv->ns == NULL)
         rv->ns = "";
@@ -196,8 +210,9 @@ static enum accel_err decode(struct wh_review *rv, struct accel_error *err)
         return accel_error_set(err, ACCEL_EINVAL, "request.object: missing on a CREATE");
     if (!cJSON_IsObject(obj))
         return accel_error_set(err, ACCEL_EINVAL, "request.object: not an object");
-    if ((rc = opt_string(obj, "kind", "request.object.kind", &okind, err)) != ACCEL_OK ||
-        (rc = opt_string(obj, "apiVersion", "request.object.apiVersion", &oapi, err)) != ACCEL_OK)
+    if ((rc = wh_json_string(obj, "kind", "request.object.kind", &okind, err)) != ACCEL_OK ||
+        (rc = wh_json_string(obj, "apiVersion", "request.object.apiVersion", &oapi, err)) !=
+            ACCEL_OK)
         return rc;
     if (okind == NULL || oapi == NULL || strcmp(okind, "Pod") != 0 || strcmp(oapi, "v1") != 0) {
         snprintf(rv->skip, sizeof(rv->skip),

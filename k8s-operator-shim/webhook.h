@@ -129,6 +129,14 @@ enum accel_err wh_response_encode(const char *uid, const struct wh_response *r, 
  * ACCEL_ETOOBIG past b's cap, ACCEL_ENOMEM. */
 enum accel_err wh_base64(struct accel_buf *b, const unsigned char *data, size_t n) ACCEL_WUR;
 
+/* obj[key] when present and not null (else *out NULL); ACCEL_EINVAL naming
+ * `field` when it is not of the type `want` (cJSON_Object, cJSON_Array or
+ * cJSON_String).  wh_json_string: the same for a string, its value. */
+enum accel_err wh_json_member(const cJSON *obj, const char *key, int want, const char *field,
+                              const cJSON **out, struct accel_error *err) ACCEL_WUR;
+enum accel_err wh_json_string(const cJSON *obj, const char *key, const char *field,
+                              const char **out, struct accel_error *err) ACCEL_WUR;
+
 /* ---------------------------------------------------------------- pod.c */
 
 struct wh_container {
