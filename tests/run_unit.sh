@@ -4,6 +4,22 @@
 set -u
 dir=$1
 pass=0 fail=0 skip=0
+
+# A frame the sanitizer left as "(binary+0xOFFSET)" (no symbolizer it could
+# use on that machine) gets its function and file:line from addr2line.
+symbolize() {
+    while IFS= read -r line; do
+        case $line in
+        *" in "*) echo "$line" ;;
+        "    #"*"+0x"*")")
+            loc=${line##*\(}; loc=${loc%\)}
+            where=$(addr2line -f -i -e "${loc%+0x*}" "0x${loc##*+0x}" 2>/dev/null |
+                paste -sd' ' -)
+            echo "$line${where:+ $where}" ;;
+        *) echo "$line" ;;
+        esac
+    done
+}
 reports=""
 for t in "$dir"/test_*; do
     [ -x "$t" ] || continue
@@ -20,7 +36,7 @@ for t in "$dir"/test_*; do
     rep=$(echo "$out" | grep -E '^==[0-9]+==ERROR|^    #[0-7] |runtime error:|^SUMMARY:|^(READ|WRITE) of size|is located|^(freed|previously allocated) by' || true)
     [ -n "$rep" ] && reports="$reports
 # sanitizer report of $t:
-$rep"
+$(echo "$rep" | symbolize)"
     if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
         echo "not ok - $t exited $rc"; fail=$((fail + 1))
     fi
