@@ -370,9 +370,10 @@ fuzz: $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 # k8s-operator-shim/: the admission webhook's core (review, pod, patch,
 # mutate; docs/webhook.md).  Never in libaccelrun: it links base, config and
 # env from it (DESIGN, Layout), plus cJSON.
-# The server around it (main, server, metrics): libmicrohttpd + GnuTLS.
+# The server around it (main, server, metrics, inputs): libmicrohttpd + GnuTLS;
+# its API server client (api): libcurl.
 WEBHOOK_SRV_SRC := k8s-operator-shim/main.c k8s-operator-shim/server.c k8s-operator-shim/metrics.c \
-                   k8s-operator-shim/inputs.c
+                   k8s-operator-shim/inputs.c k8s-operator-shim/api.c
 WEBHOOK_SRC := $(filter-out $(WEBHOOK_SRV_SRC),$(wildcard k8s-operator-shim/*.c))
 WEBHOOK_OBJ := $(WEBHOOK_SRC:%.c=$(BUILD)/obj/%.o)
 webhook-core: $(WEBHOOK_OBJ)
@@ -383,11 +384,17 @@ all: webhook-core webhook
 # TLS tier on loopback (tests/k8s/tls.sh).
 WEBHOOK_BIN := $(BUILD)/bin/accelrun-webhook
 WEBHOOK_SRV_OBJ := $(WEBHOOK_SRV_SRC:%.c=$(BUILD)/obj/%.o)
-MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd gnutls 2>/dev/null)
-MHD_LIBS := $(shell pkg-config --libs libmicrohttpd gnutls 2>/dev/null || echo -lmicrohttpd -lgnutls)
+MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd gnutls libcurl 2>/dev/null)
+MHD_LIBS := $(shell pkg-config --libs libmicrohttpd gnutls libcurl 2>/dev/null || \
+              echo -lmicrohttpd -lgnutls -lcurl)
 $(WEBHOOK_SRV_OBJ): override CFLAGS += $(MHD_CFLAGS)
 ifneq ($(wildcard /usr/include/microhttpd.h),)
+ifneq ($(wildcard /usr/include/*/curl/curl.h /usr/include/curl/curl.h),)
 webhook: $(WEBHOOK_BIN)
+else
+webhook:
+	@echo "  SKIP    $(WEBHOOK_BIN): no curl/curl.h (sh scripts/deps.sh build)"
+endif
 else
 webhook:
 	@echo "  SKIP    $(WEBHOOK_BIN): no /usr/include/microhttpd.h (sh scripts/deps.sh build)"

@@ -4,7 +4,7 @@
  * before libmicrohttpd starts its threads, and runs the main thread's loop:
  * a tick a second (file reloads, retired daemons), SIGHUP reloads at once,
  * SIGTERM/SIGINT drain and exit 0.  Start-up failures exit 2 with one line.
- * The API server client (--api-*) is not written yet.
+ * The API server client (--api-*, api.c) is made here, before the server.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,7 +25,9 @@
 static const char usage[] =
     "usage: accelrun-webhook --tls-cert FILE --tls-key FILE [--listen ADDR:PORT] [--site FILE]\n"
     "                        [--threads N] [--max-connections N] [--timeout SECONDS]\n"
-    "                        [--drain SECONDS] [--reload-interval SECONDS] [-v]\n"
+    "                        [--drain SECONDS] [--reload-interval SECONDS]\n"
+    "                        [--api-server URL] [--api-token-file FILE] [--api-ca FILE]\n"
+    "                        [--api-timeout MS] [--api-cache SECONDS] [-v]\n"
     "\n"
     "The Kubernetes admission webhook: POST /mutate answers AdmissionReview\n"
     "admission.k8s.io/v1 for the pods of Indexed Jobs annotated accelrun.io/config.\n"
@@ -40,6 +42,14 @@ static const char usage[] =
     "  --timeout SECONDS        idle connections and slow requests are dropped (default 10)\n"
     "  --drain SECONDS          SIGTERM waits this long for requests in flight (default 10)\n"
     "  --reload-interval SECONDS  how often the files are checked (default 5; SIGHUP: now)\n"
+    "  --api-server URL         the API server, https:// only, for accelrun.io/config-map\n"
+    "                           and the Job check (default: in a cluster, from\n"
+    "                           KUBERNETES_SERVICE_HOST/PORT; elsewhere none)\n"
+    "  --api-token-file FILE    bearer token, re-read when it changes (default: the\n"
+    "                           service account's token)\n"
+    "  --api-ca FILE            the API server's CA (default: the service account's ca.crt)\n"
+    "  --api-timeout MS         per API request (default 2000)\n"
+    "  --api-cache SECONDS      how long a ConfigMap or Job read is reused (default 10; 0: never)\n"
     "  -v, --verbose            a line per request, libmicrohttpd's messages\n"
     "\n"
     "Endpoints: POST /mutate, GET /healthz, GET /readyz, GET /metrics (Prometheus).\n"
@@ -90,7 +100,11 @@ enum {
     OPT_TIMEOUT,
     OPT_DRAIN,
     OPT_RELOAD,
-    OPT_API,
+    OPT_API_SERVER,
+    OPT_API_TOKEN,
+    OPT_API_CA,
+    OPT_API_TIMEOUT,
+    OPT_API_CACHE,
 };
 
 int main(int argc, char **argv)
@@ -105,9 +119,11 @@ int main(int argc, char **argv)
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"drain", required_argument, NULL, OPT_DRAIN},
         {"reload-interval", required_argument, NULL, OPT_RELOAD},
-        {"api-server", required_argument, NULL, OPT_API},
-        {"api-token-file", required_argument, NULL, OPT_API},
-        {"api-ca", required_argument, NULL, OPT_API},
+        {"api-server", required_argument, NULL, OPT_API_SERVER},
+        {"api-token-file", required_argument, NULL, OPT_API_TOKEN},
+        {"api-ca", required_argument, NULL, OPT_API_CA},
+        {"api-timeout", required_argument, NULL, OPT_API_TIMEOUT},
+        {"api-cache", required_argument, NULL, OPT_API_CACHE},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -122,6 +138,9 @@ int main(int argc, char **argv)
         .reload_s = 5,
         .metrics = &metrics,
     };
+    struct wh_api_opts ao = {.timeout_ms = 2000, .ttl_s = 10};
+    struct wh_api *api = NULL;
+    struct wh_fetch fetch;
     struct wh_srv *srv = NULL;
     struct accel_error err;
     sigset_t set;
@@ -162,12 +181,23 @@ int main(int argc, char **argv)
             if (parse_uint("--reload-interval", optarg, 1, 3600, &o.reload_s) != 0)
                 return EXIT_USAGE;
             break;
-        case OPT_API:
-            fprintf(stderr,
-                    "accelrun-webhook: --%s: not supported yet (the API server client is not "
-                    "written; inline accelrun.io/config annotations are served without it)\n",
-                    longopts[idx].name);
-            return EXIT_USAGE;
+        case OPT_API_SERVER:
+            ao.server = optarg;
+            break;
+        case OPT_API_TOKEN:
+            ao.token_file = optarg;
+            break;
+        case OPT_API_CA:
+            ao.ca_file = optarg;
+            break;
+        case OPT_API_TIMEOUT:
+            if (parse_uint("--api-timeout", optarg, 100, 30000, &ao.timeout_ms) != 0)
+                return EXIT_USAGE;
+            break;
+        case OPT_API_CACHE:
+            if (parse_uint("--api-cache", optarg, 0, 3600, &ao.ttl_s) != 0)
+                return EXIT_USAGE;
+            break;
         case 'v':
             verbose = 1;
             break;
@@ -199,12 +229,27 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     accel_error_clear(&err);
+    if (wh_api_open(&api, &ao, &err) != ACCEL_OK) {
+        fprintf(stderr, "accelrun-webhook: %s\n", err.msg);
+        return EXIT_USAGE;
+    }
+    wh_api_fetch(api, &fetch);
+    o.fetch = api != NULL ? &fetch : NULL;
     if (wh_srv_start(&srv, &o, &err) != ACCEL_OK) {
         fprintf(stderr, "accelrun-webhook: %s\n", err.msg);
+        wh_api_close(api);
         return EXIT_USAGE;
     }
     accel_log(ACCEL_LOG_INFO, "listening on %s, port %u (site policy: %s)", o.listen,
               wh_srv_port(srv), o.site != NULL ? o.site : "none");
+    if (api == NULL)
+        accel_log(ACCEL_LOG_WARN,
+                  "no API server (no --api-server, not in a cluster): inline configs only; "
+                  "accelrun.io/config-map is denied and Jobs are not checked");
+    else
+        accel_log(ACCEL_LOG_INFO, "API server %s (token %s, CA %s)", wh_api_server(api),
+                  wh_api_token_file(api)[0] ? wh_api_token_file(api) : "none",
+                  wh_api_ca_file(api)[0] ? wh_api_ca_file(api) : "the system's");
     for (;;) {
         struct timespec tick = {1, 0};
         int sig = sigtimedwait(&set, NULL, &tick);
@@ -216,6 +261,7 @@ int main(int argc, char **argv)
         wh_srv_tick(srv, sig == SIGHUP);
     }
     wh_srv_stop(srv);
+    wh_api_close(api);
     accel_log(ACCEL_LOG_INFO, "stopped");
     return 0;
 }

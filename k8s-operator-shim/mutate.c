@@ -209,7 +209,7 @@ static enum accel_err job_check(const struct wh_pod *pod, const char *job,
 {
     const struct wh_fetch *f = opts->fetch;
     char why[512] = "";
-    bool indexed = false;
+    enum wh_job_mode mode = WH_JOB_NOT_INDEXED;
 
     *completions = -1;
     if (f == NULL || f->job == NULL)
@@ -217,12 +217,17 @@ static enum accel_err job_check(const struct wh_pod *pod, const char *job,
                                 "Job %s/%s not checked (no API server configured): its "
                                 "completions and completionMode Indexed are assumed",
                                 pod->ns, job);
-    if (f->job(f->ctx, pod->ns, job, completions, &indexed, why, sizeof(why)) != 0) {
+    if (f->job(f->ctx, pod->ns, job, completions, &mode, why, sizeof(why)) != 0) {
         deny(d, "couldn't read Job %s/%s: %s", pod->ns, job, why[0] ? why : "no reason given");
         *completions = -1;
         return ACCEL_OK;
     }
-    if (!indexed) {
+    if (mode == WH_JOB_MODE_UNKNOWN)
+        return wh_response_warn(resp,
+                                "Job %s/%s has no spec.completionMode (an API server before "
+                                "v1.21): Indexed is assumed from the pod's completion index",
+                                pod->ns, job);
+    if (mode != WH_JOB_INDEXED) {
         deny(d,
              "Job %s/%s: completionMode is not Indexed; accelrun takes each pod's node rank "
              "from its completion index",

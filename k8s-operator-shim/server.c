@@ -16,8 +16,8 @@
  * count, so a request keeps the policy it started with.  Anything bad is
  * logged and the old material kept.
  *
- * It does not talk to the API server (no wh_fetch yet) and does not speak
- * HTTP/2.
+ * The API server is reached through o.fetch (api.c's client, made by
+ * main.c).  No HTTP/2.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -207,7 +207,7 @@ static enum MHD_Result mutate(struct req *r, struct MHD_Connection *c)
     }
     site = site_get(s);
     opts.site = site->have ? &site->site : NULL;
-    opts.fetch = NULL; /* no API client yet */
+    opts.fetch = s->o.fetch;
     rc = wh_mutate(&rv, &opts, &resp, &err);
     if (rc == ACCEL_OK)
         rc = wh_response_encode(rv.uid, &resp, &out, &outlen, &err);

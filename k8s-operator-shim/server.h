@@ -9,12 +9,16 @@
  *   inputs.c   the files' signatures, reading and checking the TLS pair,
  *              loading the site file, the listening socket
  *   metrics.c  the counters and the latency histogram, Prometheus text
+ *   api.c      the API server client (libcurl): ConfigMaps and Jobs for
+ *              the core's struct wh_fetch
  *
  * The core (webhook.h) does the deciding; nothing here looks inside a
- * review.  No API server client yet: wh_opts.fetch stays NULL.
+ * review.
  *
- * Threads: libmicrohttpd's pool threads run the request handler; the main
- * thread alone calls wh_srv_start, wh_srv_tick and wh_srv_stop.
+ * Threads: libmicrohttpd's pool threads run the request handler and the
+ * wh_fetch callbacks of api.c (which lock what they share); the main thread
+ * alone calls wh_srv_start, wh_srv_tick, wh_srv_stop, wh_api_open and
+ * wh_api_close.
  */
 #ifndef WH_SERVER_H
 #define WH_SERVER_H
@@ -28,6 +32,7 @@
 #include "accel/buf.h"
 #include "accel/err.h"
 #include "accel/site.h"
+#include "webhook.h"
 
 /* ---------------------------------------------------------------- metrics.c */
 
@@ -64,6 +69,41 @@ enum accel_err wh_metrics_render(struct wh_metrics *m, struct accel_buf *b) ACCE
 
 /* ---------------------------------------------------------------- server.c */
 
+/* ---------------------------------------------------------------- api.c */
+
+struct wh_api_opts {
+    const char *server;     /* --api-server https://HOST:PORT; NULL: in-cluster
+                               KUBERNETES_SERVICE_HOST/PORT, or none */
+    const char *token_file; /* --api-token-file; NULL: the service account's, if any */
+    const char *ca_file;    /* --api-ca; NULL: the service account's ca.crt, if any */
+    unsigned timeout_ms;    /* per request, connect included (0: 2000) */
+    unsigned ttl_s;         /* seconds an answer is reused (0: never) */
+};
+
+struct wh_api;
+
+/* The client of the API server o names, or *out NULL (and ACCEL_OK) when
+ * none is configured: no --api-server and not in a cluster.  ACCEL_EINVAL
+ * for a URL that is not https://, ACCEL_ENOTFOUND for a given token or CA
+ * file that can't be read; the message names the option.  Nothing is
+ * contacted here. */
+enum accel_err wh_api_open(struct wh_api **out, const struct wh_api_opts *o,
+                           struct accel_error *err) ACCEL_WUR;
+
+/* What the client uses ("" for none, or with a NULL client). */
+const char *wh_api_server(const struct wh_api *a);
+const char *wh_api_token_file(const struct wh_api *a);
+const char *wh_api_ca_file(const struct wh_api *a);
+
+/* Fills `f` with the callbacks that read through `a` (all NULL for a NULL
+ * client: mutate.c then says no API server is configured). */
+void wh_api_fetch(struct wh_api *a, struct wh_fetch *f);
+
+/* Frees the client; NULL is fine.  No request may be in flight. */
+void wh_api_close(struct wh_api *a);
+
+/* ---------------------------------------------------------------- server.c */
+
 struct wh_srv_opts {
     const char *cert;   /* --tls-cert: PEM certificate chain */
     const char *key;    /* --tls-key: PEM private key */
@@ -75,6 +115,7 @@ struct wh_srv_opts {
     unsigned drain_s;   /* seconds SIGTERM waits for requests in flight */
     unsigned reload_s;  /* seconds between checks of the three files */
     struct wh_metrics *metrics;
+    const struct wh_fetch *fetch; /* the API server; NULL: none */
 };
 
 struct wh_srv;

@@ -200,7 +200,11 @@ enum accel_err wh_patch_env(cJSON *ops, const struct wh_container *c, char *cons
 
 /* ---------------------------------------------------------------- mutate.c */
 
-/* The API server, as the caller reaches it (libcurl in the server; a table
+/* A Job's spec.completionMode as read: an API server before v1.21 has no
+ * such field and drops it, so its absence is "unknown", not "NonIndexed". */
+enum wh_job_mode { WH_JOB_NOT_INDEXED, WH_JOB_INDEXED, WH_JOB_MODE_UNKNOWN };
+
+/* The API server, as the caller reaches it (libcurl in api.c; a table
  * in tests).  Each returns 0, or -1 with the reason in why ("403 Forbidden:
  * ..."); the namespace is always the pod's.  NULL functions (or a NULL
  * struct) mean "no API server configured". */
@@ -209,10 +213,9 @@ struct wh_fetch {
      * of the callback frees it with free) and *len */
     int (*configmap)(void *ctx, const char *ns, const char *name, const char *key, char **data,
                      size_t *len, char *why, size_t whylen);
-    /* Job ns/name: spec.completions (-1 when unset) and whether
-     * spec.completionMode is Indexed */
-    int (*job)(void *ctx, const char *ns, const char *name, long *completions, bool *indexed,
-               char *why, size_t whylen);
+    /* Job ns/name: spec.completions (-1 when unset) and its completionMode */
+    int (*job)(void *ctx, const char *ns, const char *name, long *completions,
+               enum wh_job_mode *mode, char *why, size_t whylen);
     void *ctx;
 };
 

@@ -15,7 +15,7 @@
 #   bench:       the peers of `make bench`: Open MPI, PyTorch (TCPStore); gnuplot for its pictures
 set -eu
 
-build_pkgs="make gcc g++ python3 pkg-config libyaml-dev libcjson-dev libhwloc-dev libxxhash-dev libslurm-dev libmicrohttpd-dev libgnutls28-dev openssl curl"
+build_pkgs="make gcc g++ python3 pkg-config libyaml-dev libcjson-dev libhwloc-dev libxxhash-dev libslurm-dev libmicrohttpd-dev libgnutls28-dev libcurl4-gnutls-dev openssl curl"
 # what make test's tiers use beyond the build: the interop tier's venv and
 # the numpy and torch (bf16 tensors) it takes from Debian
 # (--system-site-packages; the Slurm tier's gloo case uses that torch too), Graphviz for

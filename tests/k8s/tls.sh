@@ -337,8 +337,11 @@ startup "the port in use" "--listen 127.0.0.1:$PORT: couldn't bind (another proc
     --tls-cert "$T/1001.crt" --tls-key "$T/1001.key" --listen "127.0.0.1:$PORT"
 startup "a bad site file" "--site $T/site.yaml: invalid: .*port_bas" \
     --tls-cert "$T/1001.crt" --tls-key "$T/1001.key" --listen 127.0.0.1:0 --site "$T/site.yaml"
-startup "--api-server" "--api-server: not supported yet" \
-    --tls-cert "$T/1001.crt" --tls-key "$T/1001.key" --api-server https://10.0.0.1
+startup "--api-server in the clear" "--api-server http://10.0.0.1: give an https:// URL" \
+    --tls-cert "$T/1001.crt" --tls-key "$T/1001.key" --api-server http://10.0.0.1
+startup "an unreadable --api-token-file" "--api-token-file $T/nope: can't be read" \
+    --tls-cert "$T/1001.crt" --tls-key "$T/1001.key" --api-server https://10.0.0.1 \
+    --api-token-file "$T/nope"
 
 # ---------------------------------------------------------------- SIGTERM
 # A request whose body is half sent when SIGTERM comes is still answered

@@ -379,7 +379,7 @@ struct fake_api {
     const char *cm_data; /* NULL: the read fails with cm_why */
     const char *cm_why;
     long completions;
-    bool indexed;
+    enum wh_job_mode mode;
     const char *job_why; /* non-NULL: the Job read fails */
     unsigned cm_calls, job_calls;
     char ns[64], name[64], key[64];
@@ -403,8 +403,8 @@ static int fake_configmap(void *ctx, const char *ns, const char *name, const cha
     return 0;
 }
 
-static int fake_job(void *ctx, const char *ns, const char *name, long *completions, bool *indexed,
-                    char *why, size_t whylen)
+static int fake_job(void *ctx, const char *ns, const char *name, long *completions,
+                    enum wh_job_mode *mode, char *why, size_t whylen)
 {
     struct fake_api *f = ctx;
 
@@ -416,7 +416,7 @@ static int fake_job(void *ctx, const char *ns, const char *name, long *completio
         return -1;
     }
     *completions = f->completions;
-    *indexed = f->indexed;
+    *mode = f->mode;
     return 0;
 }
 
@@ -424,7 +424,7 @@ static int fake_job(void *ctx, const char *ns, const char *name, long *completio
 
 TEST(no_annotation_allowed_untouched)
 {
-    struct fake_api api = {cfg_1x2, "", 2, true, NULL, 0, 0, "", "", ""};
+    struct fake_api api = {cfg_1x2, "", 2, WH_JOB_INDEXED, NULL, 0, 0, "", "", ""};
     struct wh_fetch fetch = {fake_configmap, fake_job, &api};
     struct wh_opts opts = {NULL, 0, &fetch};
     struct wh_response resp;
@@ -900,7 +900,7 @@ TEST(layout_denials)
 TEST(config_map_and_job_through_the_api)
 {
     static const char bad[] = "distributed_type: MULTI_GPU\nnum_machines: 2\nnum_procs: 2\n";
-    struct fake_api api = {cfg_1x2, "", 2, true, NULL, 0, 0, "", "", ""};
+    struct fake_api api = {cfg_1x2, "", 2, WH_JOB_INDEXED, NULL, 0, 0, "", "", ""};
     struct wh_fetch fetch = {fake_configmap, fake_job, &api};
     struct wh_opts opts = {NULL, 0, &fetch};
     struct wh_response resp;
@@ -962,7 +962,7 @@ TEST(config_map_and_job_through_the_api)
                                   "the job has 3 nodes");
     wh_response_free(&resp);
     api.completions = 2;
-    api.indexed = false;
+    api.mode = WH_JOB_NOT_INDEXED;
     run(pod, &opts, &resp);
     ASSERT(!resp.allowed);
     ASSERT_CONTAINS(resp.message, "Job ml/train: completionMode is not Indexed");
@@ -972,10 +972,17 @@ TEST(config_map_and_job_through_the_api)
     ASSERT(!resp.allowed);
     ASSERT_CONTAINS(resp.message, "couldn't read Job ml/train: timed out after 2 s");
     wh_response_free(&resp);
+    /* an API server before v1.21 drops completionMode: allowed, warned */
+    api.mode = WH_JOB_MODE_UNKNOWN;
+    api.job_why = NULL;
+    run(pod, &opts, &resp);
+    ASSERT(resp.allowed);
+    ASSERT(has_warning(&resp, "Job ml/train has no spec.completionMode (an API server before "
+                              "v1.21)"));
+    wh_response_free(&resp);
     cJSON_Delete(pod);
     /* no num_machines: the Job's completions are the node count */
-    api.job_why = NULL;
-    api.indexed = true;
+    api.mode = WH_JOB_INDEXED;
     api.completions = 3;
     pod = job_pod(2, "distributed_type: MULTI_GPU\n", 1, NULL);
     run(pod, &opts, &resp);
