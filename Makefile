@@ -381,7 +381,8 @@ all: webhook-core webhook
 .PHONY: webhook-core webhook test-webhook
 
 # build/bin/accelrun-webhook (docs/webhook.md); `make test-webhook` runs its
-# TLS tier on loopback (tests/k8s/tls.sh).
+# TLS tier on loopback (tests/k8s/tls.sh) and its API client's against a
+# local HTTPS API (tests/k8s/api.sh).
 WEBHOOK_BIN := $(BUILD)/bin/accelrun-webhook
 WEBHOOK_SRV_OBJ := $(WEBHOOK_SRV_SRC:%.c=$(BUILD)/obj/%.o)
 MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd gnutls libcurl 2>/dev/null)
@@ -406,6 +407,7 @@ $(WEBHOOK_BIN): $(WEBHOOK_SRV_OBJ) $(WEBHOOK_OBJ) $(LIBA)
 	    $(LIBS)
 test-webhook: webhook
 	$(Q)bash tests/k8s/tls.sh $(BUILD)
+	$(Q)sh tests/k8s/api.sh $(BUILD)
 
 $(BUILD)/tests/test_webhook: $(BUILD)/obj/tests/unit/test_webhook.o $(WEBHOOK_OBJ) $(HARNESS_OBJ) \
     $(LIBA)

@@ -50,7 +50,7 @@ struct wh_api {
     char token_file[512], ca_file[512];
     unsigned timeout_ms, ttl_s;
     CURLSH *share;
-    pthread_mutex_t share_lock;
+    pthread_mutex_t share_lock[CURL_LOCK_DATA_LAST]; /* one per kind: libcurl nests them */
 
     pthread_mutex_t lock; /* the token and the cache */
     struct wh_fsig token_sig;
@@ -68,14 +68,14 @@ static double now_s(void)
 
 static void share_lock(CURL *h, curl_lock_data d, curl_lock_access a, void *ctx)
 {
-    (void)h, (void)d, (void)a;
-    pthread_mutex_lock(&((struct wh_api *)ctx)->share_lock);
+    (void)h, (void)a;
+    pthread_mutex_lock(&((struct wh_api *)ctx)->share_lock[d]);
 }
 
 static void share_unlock(CURL *h, curl_lock_data d, void *ctx)
 {
-    (void)h, (void)d;
-    pthread_mutex_unlock(&((struct wh_api *)ctx)->share_lock);
+    (void)h;
+    pthread_mutex_unlock(&((struct wh_api *)ctx)->share_lock[d]);
 }
 
 static bool readable(const char *path)
@@ -178,7 +178,8 @@ enum accel_err wh_api_open(struct wh_api **out, const struct wh_api_opts *o,
         return accel_error_set(err, ACCEL_EIO, "the API client: curl_global_init failed");
     }
     pthread_mutex_init(&a->lock, NULL);
-    pthread_mutex_init(&a->share_lock, NULL);
+    for (size_t i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_init(&a->share_lock[i], NULL);
     a->share = curl_share_init();
     if (a->share != NULL) {
         curl_share_setopt(a->share, CURLSHOPT_LOCKFUNC, share_lock);
@@ -219,7 +220,8 @@ void wh_api_close(struct wh_api *a)
         curl_share_cleanup(a->share);
     accel_free(a->token);
     pthread_mutex_destroy(&a->lock);
-    pthread_mutex_destroy(&a->share_lock);
+    for (size_t i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_destroy(&a->share_lock[i]);
     accel_free(a);
     curl_global_cleanup();
 }
