@@ -167,7 +167,8 @@ want(term.get("topologyKey") == "kubernetes.io/hostname"
      and get(term, "labelSelector", "matchLabels") == get(dep, "spec", "selector", "matchLabels"),
      f"pod anti-affinity on hostname over the pods' labels, got {get(spec, 'affinity')}")
 psc = spec.get("securityContext", {})
-want(psc.get("runAsNonRoot") is True and psc.get("runAsUser") == 65532, f"pod runAsNonRoot/65532, got {psc}")
+want(psc.get("runAsNonRoot") is True and psc.get("runAsUser") == 65532 and psc.get("fsGroup") == 65532,
+     f"pod runAsNonRoot, user 65532, fsGroup 65532 (reads the 0440 Secret), got {psc}")
 want(get(psc, "seccompProfile", "type") == "RuntimeDefault", "pod seccomp RuntimeDefault")
 want(spec.get("automountServiceAccountToken") is True and spec.get("serviceAccountName") == fullname,
      "the service account's token mounted")
