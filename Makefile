@@ -408,6 +408,7 @@ $(WEBHOOK_BIN): $(WEBHOOK_SRV_OBJ) $(WEBHOOK_OBJ) $(LIBA)
 test-webhook: webhook
 	$(Q)bash tests/k8s/tls.sh $(BUILD)
 	$(Q)sh tests/k8s/api.sh $(BUILD)
+	$(Q)bash tests/k8s/chart.sh $(BUILD)
 
 $(BUILD)/tests/test_webhook: $(BUILD)/obj/tests/unit/test_webhook.o $(WEBHOOK_OBJ) $(HARNESS_OBJ) \
     $(LIBA)
@@ -460,6 +461,7 @@ bench-run: bench-bins
 	$(Q)if [ -f bench/store_attack.sh ]; then bash bench/store_attack.sh $(BUILD); fi
 	$(Q)bash bench/train.sh $(BUILD)
 	$(Q)bash bench/ckpt.sh $(BUILD)
+	$(Q)bash bench/webhook.sh $(BUILD)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PREFIX)/include/accel \

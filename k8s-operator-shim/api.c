@@ -167,8 +167,7 @@ enum accel_err wh_api_open(struct wh_api **out, const struct wh_api_opts *o,
     rc = sa_file("--api-token-file", o->token_file, SA_DIR "/token", a->token_file,
                  sizeof(a->token_file), err);
     if (rc == ACCEL_OK)
-        rc = sa_file("--api-ca", o->ca_file, SA_DIR "/ca.crt", a->ca_file, sizeof(a->ca_file),
-                     err);
+        rc = sa_file("--api-ca", o->ca_file, SA_DIR "/ca.crt", a->ca_file, sizeof(a->ca_file), err);
     if (rc != ACCEL_OK) {
         accel_free(a);
         return rc;

@@ -85,6 +85,7 @@ struct req {
     struct daemon_rec *dr;
     double t0;
     bool mutate;    /* POST /mutate, reading the body */
+    bool other;     /* any other path: answered once the request is in */
     bool too_big;   /* the body passed WH_MAX_BODY: discarding the rest */
     size_t dropped; /* bytes discarded after that */
     char *body;
@@ -229,13 +230,49 @@ static bool is_get(const char *method)
     return strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
 }
 
-/* The request's headers are in: route it, answer at once unless it is a
- * POST /mutate whose body is still to come. */
-static enum MHD_Result first_call(struct req *r, struct MHD_Connection *c, const char *url,
-                                  const char *method)
+/* The paths but /mutate, answered once the request is complete: a response
+ * queued before that makes libmicrohttpd close the connection, and probes
+ * and scrapers keep theirs alive. */
+static enum MHD_Result answer_other(struct req *r, struct MHD_Connection *c, const char *url,
+                                    const char *method)
 {
     struct wh_srv *s = r->dr->srv;
 
+    if (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0 ||
+        strcmp(url, "/metrics") == 0) {
+        if (!is_get(method))
+            return respond_text(r, c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only\n");
+        if (strcmp(url, "/healthz") == 0)
+            return respond_text(r, c, MHD_HTTP_OK, "ok\n");
+        if (strcmp(url, "/readyz") == 0)
+            return atomic_load(&s->draining)
+                       ? respond_text(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, "draining\n")
+                       : respond_text(r, c, MHD_HTTP_OK, "ok\n");
+        {
+            struct accel_buf b;
+            enum MHD_Result ret;
+
+            accel_buf_init(&b, 64u << 10);
+            if (wh_metrics_render(s->m, &b) != ACCEL_OK) {
+                accel_buf_free(&b);
+                return respond_text(r, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+            }
+            ret = respond(r, c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
+                          accel_buf_str(&b), b.len);
+            accel_buf_free(&b);
+            return ret;
+        }
+    }
+    return respond_text(r, c, MHD_HTTP_NOT_FOUND,
+                        "not found (POST /mutate, GET /healthz, "
+                        "/readyz, /metrics)\n");
+}
+
+/* The request's headers are in: route it.  Only an error of /mutate is
+ * answered at once (with a body still to come, the connection is closed). */
+static enum MHD_Result first_call(struct req *r, struct MHD_Connection *c, const char *url,
+                                  const char *method)
+{
     if (strcmp(url, "/mutate") == 0) {
         const char *cl;
 
@@ -265,34 +302,8 @@ static enum MHD_Result first_call(struct req *r, struct MHD_Connection *c, const
         }
         return MHD_YES;
     }
-    if (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0 ||
-        strcmp(url, "/metrics") == 0) {
-        if (!is_get(method))
-            return respond_text(r, c, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only\n");
-        if (strcmp(url, "/healthz") == 0)
-            return respond_text(r, c, MHD_HTTP_OK, "ok\n");
-        if (strcmp(url, "/readyz") == 0)
-            return atomic_load(&s->draining)
-                       ? respond_text(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, "draining\n")
-                       : respond_text(r, c, MHD_HTTP_OK, "ok\n");
-        {
-            struct accel_buf b;
-            enum MHD_Result ret;
-
-            accel_buf_init(&b, 64u << 10);
-            if (wh_metrics_render(s->m, &b) != ACCEL_OK) {
-                accel_buf_free(&b);
-                return respond_text(r, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
-            }
-            ret = respond(r, c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
-                          accel_buf_str(&b), b.len);
-            accel_buf_free(&b);
-            return ret;
-        }
-    }
-    return respond_text(r, c, MHD_HTTP_NOT_FOUND,
-                        "not found (POST /mutate, GET /healthz, "
-                        "/readyz, /metrics)\n");
+    r->other = true;
+    return MHD_YES;
 }
 
 /* A piece of the body: kept while under the cap, then discarded up to as
@@ -357,6 +368,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         pthread_mutex_unlock(&dr->srv->mu);
         *con_cls = r;
         return first_call(r, c, url, method);
+    }
+    if (r->other) {
+        if (*size == 0) /* the request is complete */
+            return answer_other(r, c, url, method);
+        r->dropped += *size; /* a body there is dropped, within the cap */
+        *size = 0;
+        return r->dropped > WH_MAX_BODY ? MHD_NO : MHD_YES;
     }
     if (*size > 0) {
         ret = body_chunk(r, data, *size);

@@ -181,6 +181,11 @@ if [ "$code" = 404 ]; then ok "an unknown path: 404"; else bad "an unknown path:
 code=$(req /healthz)
 if [ "$code" = 200 ] && grep -qx ok "$T/body"; then ok "GET /healthz: 200 ok"
 else bad "GET /healthz: 200 ok" "status $code"; fi
+# probes and scrapers keep their connection: three GETs on one
+conns=$(curl -sS --cacert "$T/ca.crt" --max-time 10 -o /dev/null -o /dev/null -o /dev/null \
+    -w '%{num_connects} ' "$URL/healthz" "$URL/readyz" "$URL/metrics" 2>&1)
+if [ "$conns" = "1 0 0 " ]; then ok "GET /healthz, /readyz, /metrics: one kept-alive connection"
+else bad "GET /healthz, /readyz, /metrics: one kept-alive connection" "connects per request: $conns"; fi
 code=$(req /readyz)
 if [ "$code" = 200 ]; then ok "GET /readyz: 200"; else bad "GET /readyz: 200" "status $code"; fi
 

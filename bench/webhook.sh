@@ -1,0 +1,139 @@
+#!/bin/bash
+# bench/webhook.sh: accelrun-webhook under load, with wrk (Debian) over TLS
+# on loopback.  The peer is the same server's bare TLS 200 (GET /healthz) in
+# the same run, so the ratio is what deciding a review costs on top of TLS,
+# HTTP and libmicrohttpd:
+#
+#   1. wrk against GET /healthz, then POST /mutate with a realistic review
+#      (pod 1 of a 2-pod Indexed Job, an inline FSDP config, a container
+#      with env of its own): requests/s, p50 and p99 of each, the ratios;
+#   2. a bounded loop of WEBHOOK_BENCH_REQUESTS (default 1,000,000) /mutate
+#      requests (10 s wrk runs until the count is passed): the server's
+#      resident memory (VmRSS) before and after.
+#
+# Goals (issue 15): p99 of /mutate <= 1.3x the bare response's, >= 5,000
+# requests/s on 2 cores (wrk runs on the same cores: the figure is a floor).
+#
+#   bash bench/webhook.sh [BUILD]     (make bench-run calls it with build)
+#
+# WEBHOOK_BENCH_SECONDS (default 10) per wrk phase; WEBHOOK_BENCH_CONNS
+# (default 32) connections; WEBHOOK_BENCH_THREADS (default 2) server threads.
+set -u
+build=${1:-build}
+bin=$build/bin/accelrun-webhook
+secs=${WEBHOOK_BENCH_SECONDS:-10}
+conns=${WEBHOOK_BENCH_CONNS:-32}
+threads=${WEBHOOK_BENCH_THREADS:-2}
+total=${WEBHOOK_BENCH_REQUESTS:-1000000}
+say() { echo "webhook bench: $*"; }
+
+if [ ! -x "$bin" ]; then
+    say "SKIP: no $bin (make webhook; sh scripts/deps.sh build)"
+    exit 0
+fi
+if ! command -v wrk >/dev/null; then
+    say "SKIP: no wrk (sh scripts/deps.sh bench installs it)"
+    exit 0
+fi
+T=$(mktemp -d /tmp/webhook-bench.XXXXXX)
+PID=
+cleanup() {
+    if [ -n "$PID" ]; then kill "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+# ---------------------------------------------------------------- the server
+ossl() { openssl "$@" >>"$T/openssl.log" 2>&1; }
+ossl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T/tls.key" \
+    -out "$T/tls.crt" -days 2 -subj /CN=localhost -addext "subjectAltName=IP:127.0.0.1"
+"$bin" --tls-cert "$T/tls.crt" --tls-key "$T/tls.key" --listen 127.0.0.1:0 \
+    --threads "$threads" --max-connections 1024 2>"$T/server.log" &
+PID=$!
+port=
+for _ in $(seq 100); do
+    port=$(sed -n 's/.*listening on .*, port \([0-9]*\) .*/\1/p' "$T/server.log")
+    [ -n "$port" ] && break
+    sleep 0.05
+done
+if [ -z "$port" ]; then
+    say "FAIL: the server did not start: $(cat "$T/server.log")"
+    exit 1
+fi
+url=https://127.0.0.1:$port
+
+# A review as the API server sends it for pod 1 of an Indexed Job.
+cat >"$T/review.json" <<'EOF'
+{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{"uid":"705ab4f5-6393-11e8-b7cc-42010a800002",
+"kind":{"group":"","version":"v1","kind":"Pod"},"resource":{"group":"","version":"v1","resource":"pods"},
+"requestKind":{"group":"","version":"v1","kind":"Pod"},"requestResource":{"group":"","version":"v1","resource":"pods"},
+"namespace":"ml","operation":"CREATE","userInfo":{"username":"system:serviceaccount:kube-system:job-controller",
+"uid":"0c8ff1a6-4a1b-4b31-9d1e-3b0d2f2a4a11","groups":["system:serviceaccounts","system:serviceaccounts:kube-system","system:authenticated"]},
+"object":{"apiVersion":"v1","kind":"Pod","metadata":{"generateName":"llama-ft-1-","namespace":"ml",
+"labels":{"batch.kubernetes.io/controller-uid":"4d5e7f00-0000-4000-8000-000000000001","batch.kubernetes.io/job-name":"llama-ft",
+"controller-uid":"4d5e7f00-0000-4000-8000-000000000001","job-name":"llama-ft","batch.kubernetes.io/job-completion-index":"1"},
+"annotations":{"batch.kubernetes.io/job-completion-index":"1","accelrun.io/config":"compute_environment: LOCAL_MACHINE\ndistributed_type: FSDP\ndowncast_bf16: 'no'\nfsdp_config:\n  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n  fsdp_backward_prefetch: BACKWARD_PRE\n  fsdp_cpu_ram_efficient_loading: true\n  fsdp_forward_prefetch: false\n  fsdp_offload_params: false\n  fsdp_sharding_strategy: FULL_SHARD\n  fsdp_state_dict_type: SHARDED_STATE_DICT\n  fsdp_sync_module_states: true\n  fsdp_use_orig_params: true\nmachine_rank: 0\nmain_training_function: main\nmixed_precision: bf16\nnum_machines: 2\nnum_processes: 16\nrdzv_backend: static\nsame_network: true\nuse_cpu: false\n"},
+"ownerReferences":[{"apiVersion":"batch/v1","kind":"Job","name":"llama-ft","uid":"4d5e7f00-0000-4000-8000-000000000001","controller":true,"blockOwnerDeletion":true}]},
+"spec":{"hostname":"llama-ft-1","subdomain":"llama-ft","restartPolicy":"Never","serviceAccountName":"default",
+"containers":[{"name":"trainer","image":"ghcr.io/example/llama-ft:2024.05","command":["accelrun","launch","--","python","train.py","--model","meta-llama/Llama-3-8B"],
+"env":[{"name":"HF_HOME","value":"/cache/hf"},{"name":"WANDB_PROJECT","value":"llama-ft"}],
+"resources":{"limits":{"nvidia.com/gpu":"8","cpu":"96","memory":"1Ti"},"requests":{"nvidia.com/gpu":"8","cpu":"96","memory":"1Ti"}},
+"volumeMounts":[{"name":"cache","mountPath":"/cache"},{"name":"dshm","mountPath":"/dev/shm"}]}],
+"volumes":[{"name":"cache","persistentVolumeClaim":{"claimName":"hf-cache"}},{"name":"dshm","emptyDir":{"medium":"Memory"}}]}},
+"oldObject":null,"dryRun":false,"options":{"apiVersion":"meta.k8s.io/v1","kind":"CreateOptions"}}}
+EOF
+if ! curl -sk --max-time 10 -o "$T/resp.json" -w '%{http_code}' -H 'Content-Type: application/json' \
+    --data-binary @"$T/review.json" "$url/mutate" | grep -q 200 || ! grep -q '"patch"' "$T/resp.json"; then
+    say "FAIL: the review was not answered with a patch: $(head -c 400 "$T/resp.json")"
+    exit 1
+fi
+cat >"$T/post.lua" <<EOF
+local f = io.open("$T/review.json", "rb")
+wrk.method = "POST"
+wrk.body = f:read("*a")
+f:close()
+wrk.headers["Content-Type"] = "application/json"
+EOF
+# ---------------------------------------------------------------- measure
+to_ms() { # wrk's "1.23ms" / "850.00us" / "1.02s" as milliseconds
+    awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) ; else if (v ~ /s$/) n *= 1000; printf "%.3f", n }'
+}
+run_wrk() { # NAME ARGS...: sets rps, p50, p99 from wrk --latency
+    local name=$1 out
+    shift
+    out=$(wrk -t2 -c"$conns" -d"${secs}s" --latency "$@" 2>&1)
+    rps=$(echo "$out" | awk '/^Requests\/sec:/ { print $2 }')
+    p50=$(to_ms "$(echo "$out" | awk '$1 == "50%" { print $2 }')")
+    p99=$(to_ms "$(echo "$out" | awk '$1 == "99%" { print $2 }')")
+    errs=$(echo "$out" | awk '/Non-2xx|Socket errors/ { print }' | tr '\n' ' ')
+    say "$name: $rps requests/s, p50 $p50 ms, p99 $p99 ms${errs:+ ($errs)}"
+}
+rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$PID/status"; }
+
+say "wrk 2 threads, $conns connections, ${secs} s each, TLS on loopback; server --threads $threads; $(nproc) cores shared with wrk"
+run_wrk "bare TLS 200 (GET /healthz)" "$url/healthz"
+bare_rps=$rps bare_p50=$p50 bare_p99=$p99
+run_wrk "POST /mutate (a realistic review, patched)" -s "$T/post.lua" "$url/mutate"
+mut_rps=$rps mut_p50=$p50 mut_p99=$p99
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0) printf "%.2f", a / b; else print "n/a" }'; }
+r99=$(ratio "$mut_p99" "$bare_p99")
+say "ratio /mutate / bare: p50 $(ratio "$mut_p50" "$bare_p50"), p99 $r99, throughput $(ratio "$mut_rps" "$bare_rps")"
+awk -v r="$r99" -v t="$mut_rps" 'BEGIN {
+    printf "webhook bench: goal p99 <= 1.3x bare: %s (%s); goal >= 5000 requests/s: %s (%.0f)\n",
+        (r + 0 <= 1.3 ? "met" : "missed"), r, (t + 0 >= 5000 ? "met" : "missed"), t }'
+
+before=$(rss)
+start=$(date +%s)
+done_n=0
+# the bounded loop: 10 s runs of wrk until the count is reached (or 15 min)
+while [ "$done_n" -lt "$total" ] && [ $(($(date +%s) - start)) -lt 900 ]; do
+    n=$(wrk -t2 -c"$conns" -d10s -s "$T/post.lua" "$url/mutate" 2>&1 | awk '/requests in/ { print $1 }')
+    [ -n "$n" ] || break
+    done_n=$((done_n + n))
+done
+after=$(rss)
+say "bounded loop: $done_n /mutate requests in $(($(date +%s) - start)) s; VmRSS $before kB before, $after kB after ($(ratio "$after" "$before")x)"
+if ! kill -0 "$PID" 2>/dev/null; then
+    say "FAIL: the server died: $(tail -n 3 "$T/server.log")"
+    exit 1
+fi
