@@ -46,20 +46,6 @@ for tool in openssl curl python3 flock timeout; do
     command -v $tool >/dev/null || skip_all "live API server" "no $tool (sh scripts/deps.sh build)"
 done
 
-# ---------------------------------------------------------------- binaries
-t0=$SECONDS
-if ! KDIR=$(sh "$ROOT/scripts/kube-apiserver.sh" 2>"${TMPDIR:-/tmp}/k8s-live.$$.err"); then
-    why=$(tail -n 1 "${TMPDIR:-/tmp}/k8s-live.$$.err")
-    rm -f "${TMPDIR:-/tmp}/k8s-live.$$.err"
-    case $why in
-    *"build failed"* | *"do not run"* | *"made no"*) bad "scripts/kube-apiserver.sh builds kube-apiserver" "$why"; finish ;;
-    *) skip_all "live API server" "scripts/kube-apiserver.sh: $why" ;;
-    esac
-fi
-rm -f "${TMPDIR:-/tmp}/k8s-live.$$.err"
-command -v etcd >/dev/null || skip_all "live API server" "no etcd (apt-get install etcd-server)"
-ok "kube-apiserver and kubectl v1.20.2 in $KDIR ($((SECONDS - t0)) s)"
-
 T=$(mktemp -d /tmp/k8s-live.XXXXXX)
 PIDS=()
 WPID=
@@ -78,6 +64,19 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- binaries
+t0=$SECONDS
+echo "# scripts/kube-apiserver.sh (cached; a first build takes about 5 min)"
+if ! KDIR=$(sh "$ROOT/scripts/kube-apiserver.sh" 2>"$T/kube-apiserver.sh.err"); then
+    why=$(tail -n 1 "$T/kube-apiserver.sh.err")
+    case $why in
+    *"build failed"* | *"do not run"* | *"made no"*) bad "scripts/kube-apiserver.sh builds kube-apiserver" "$why"; finish ;;
+    *) skip_all "live API server" "scripts/kube-apiserver.sh: $why" ;;
+    esac
+fi
+command -v etcd >/dev/null || skip_all "live API server" "no etcd (apt-get install etcd-server)"
+ok "kube-apiserver and kubectl v1.20.2 in $KDIR ($((SECONDS - t0)) s)"
 
 free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
