@@ -381,8 +381,11 @@ all: webhook-core webhook
 .PHONY: webhook-core webhook test-webhook
 
 # build/bin/accelrun-webhook (docs/webhook.md); `make test-webhook` runs its
-# TLS tier on loopback (tests/k8s/tls.sh) and its API client's against a
-# local HTTPS API (tests/k8s/api.sh).
+# TLS tier on loopback (tests/k8s/tls.sh), its API client's against a local
+# HTTPS API and its patches through jsonpatch and kubernetes-validate
+# (tests/k8s/api.sh), the Helm chart's (tests/k8s/chart.sh), and the live
+# tier behind a real kube-apiserver v1.20.2 (tests/k8s/live.sh; built once
+# from Debian's source by scripts/kube-apiserver.sh, ~4.5 min, cached).
 WEBHOOK_BIN := $(BUILD)/bin/accelrun-webhook
 WEBHOOK_SRV_OBJ := $(WEBHOOK_SRV_SRC:%.c=$(BUILD)/obj/%.o)
 MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd gnutls libcurl 2>/dev/null)
@@ -405,10 +408,11 @@ $(WEBHOOK_BIN): $(WEBHOOK_SRV_OBJ) $(WEBHOOK_OBJ) $(LIBA)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(WEBHOOK_SRV_OBJ) $(WEBHOOK_OBJ) $(LIBA) $(MHD_LIBS) $(CJSON_LIBS) \
 	    $(LIBS)
-test-webhook: webhook
+test-webhook: webhook $(CLI)
 	$(Q)bash tests/k8s/tls.sh $(BUILD)
 	$(Q)sh tests/k8s/api.sh $(BUILD)
 	$(Q)bash tests/k8s/chart.sh $(BUILD)
+	$(Q)bash tests/k8s/live.sh $(BUILD)
 
 $(BUILD)/tests/test_webhook: $(BUILD)/obj/tests/unit/test_webhook.o $(WEBHOOK_OBJ) $(HARNESS_OBJ) \
     $(LIBA)
