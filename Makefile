@@ -426,6 +426,17 @@ $(BUILD)/tests/fuzz_review_replay: $(BUILD)/obj/tests/fuzz/fuzz_review.o \
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
+$(BUILD)/tests/fuzz_objects_replay: $(BUILD)/obj/tests/fuzz/fuzz_objects.o \
+    $(BUILD)/obj/tests/fuzz/replay_main.o $(WEBHOOK_OBJ) $(LIBA)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/fuzz/fuzz_objects: tests/fuzz/fuzz_objects.c $(WEBHOOK_SRC) $(FUZZ_LIB_SRC)
+	@mkdir -p $(dir $@)
+	$(Q)clang $(FUZZ_CFLAGS) $(CJSON_CFLAGS) -o $@ $< $(WEBHOOK_SRC) $(FUZZ_LIB_SRC) $(PLUGIN_LIBS) \
+	    $(CJSON_LIBS) $(XXHASH_LIBS) -pthread
+
 $(BUILD)/fuzz/fuzz_review: tests/fuzz/fuzz_review.c $(WEBHOOK_SRC) $(FUZZ_LIB_SRC)
 	@mkdir -p $(dir $@)
 	$(Q)clang $(FUZZ_CFLAGS) $(CJSON_CFLAGS) -o $@ $< $(WEBHOOK_SRC) $(FUZZ_LIB_SRC) $(PLUGIN_LIBS) \
@@ -492,7 +503,8 @@ format-check:
 	$(Q)clang-format --dry-run --Werror $(LIB_SRC) $(RUNTIME_SRC) $(CLI_SRC) core/include/accel/*.h \
 	    ckpt/include/accel/*.h ckpt/*.h \
 	    examples/gpt/*.[ch] tests/examples/gradcheck.c $(CU_RUNTIME_SRC) $(CU_TRAINER_SRC) \
-	    $(WEBHOOK_SRC) $(WEBHOOK_SRV_SRC) k8s-operator-shim/*.h $(wildcard tests/unit/test_webhook.c tests/fuzz/fuzz_review.c)
+	    $(WEBHOOK_SRC) $(WEBHOOK_SRV_SRC) k8s-operator-shim/*.h $(wildcard tests/unit/test_webhook.c tests/fuzz/fuzz_review.c \
+	    tests/fuzz/fuzz_objects.c)
 
 clean:
 	rm -rf build build-address build-undefined build-thread

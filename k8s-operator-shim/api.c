@@ -20,7 +20,6 @@
 #include <string.h>
 #include <time.h>
 
-#include <cjson/cJSON.h>
 #include <curl/curl.h>
 
 #include "accel/alloc.h"
@@ -320,16 +319,6 @@ static size_t on_body(char *p, size_t size, size_t n, void *ctx)
     return size * n;
 }
 
-/* The API's Status message of an error answer, or "". */
-static void status_message(const struct accel_buf *b, char *msg, size_t size)
-{
-    cJSON *j = cJSON_ParseWithLength(b->data != NULL ? b->data : "", b->len);
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "message");
-
-    snprintf(msg, size, "%.300s", cJSON_IsString(m) ? m->valuestring : "");
-    cJSON_Delete(j);
-}
-
 /* What a transport failure says, with the fix where there is one. */
 static void curl_why(const struct wh_api *a, CURLcode cc, const char *detail, char *why,
                      size_t whylen)
@@ -413,7 +402,7 @@ static void http_why(const struct wh_api *a, long status, const struct accel_buf
 {
     char msg[320];
 
-    status_message(body, msg, sizeof(msg));
+    wh_status_message(body->data, body->len, msg, sizeof(msg));
     if (status == 403)
         snprintf(why, whylen,
                  "403 Forbidden: the webhook's service account may not %s in namespace %s; add "
@@ -443,29 +432,25 @@ static bool path_safe(const char *s)
            strstr(s, "..") == NULL && s[0] != '.';
 }
 
-/* GETs the object at `path` and parses it; NULL with why set otherwise. */
-static cJSON *get_object(struct wh_api *a, const char *path, const char *what, const char *ns,
-                         const char *name, const char *rule, char *why, size_t whylen)
+/* GETs `path`: 0 with the 200 answer in *body (the caller frees it with
+ * accel_buf_free), -1 with why set otherwise. */
+static int get_ok(struct wh_api *a, const char *path, const char *what, const char *ns,
+                  const char *name, const char *rule, struct accel_buf *body, char *why,
+                  size_t whylen)
 {
     struct answer ans = {0};
-    cJSON *obj = NULL;
     long status;
 
     accel_buf_init(&ans.body, ANSWER_MAX);
     status = get(a, path, &ans, why, whylen);
-    if (status == 200) {
-        obj = cJSON_ParseWithLength(ans.body.data != NULL ? ans.body.data : "", ans.body.len);
-        if (!cJSON_IsObject(obj)) {
-            snprintf(why, whylen, "the API server %s answered %s with something not a JSON object",
-                     a->server, path);
-            cJSON_Delete(obj);
-            obj = NULL;
-        }
-    } else if (status != 0) {
-        http_why(a, status, &ans.body, what, ns, name, rule, why, whylen);
+    if (status != 200) {
+        if (status != 0)
+            http_why(a, status, &ans.body, what, ns, name, rule, why, whylen);
+        accel_buf_free(&ans.body);
+        return -1;
     }
-    accel_buf_free(&ans.body);
-    return obj;
+    *body = ans.body;
+    return 0;
 }
 
 /* ---------------------------------------------------------------- the callbacks */
@@ -475,10 +460,9 @@ static int get_configmap(void *ctx, const char *ns, const char *name, const char
 {
     struct wh_api *a = ctx;
     char path[600], ckey[600];
-    const cJSON *d, *v;
+    struct accel_buf body;
     struct cached *hit;
-    cJSON *obj;
-    int rc = -1;
+    int rc;
 
     *data = NULL;
     if (!path_safe(ns) || !path_safe(name)) {
@@ -494,25 +478,17 @@ static int get_configmap(void *ctx, const char *ns, const char *name, const char
     if (*data != NULL)
         return 0;
     snprintf(path, sizeof(path), "/api/v1/namespaces/%s/configmaps/%s", ns, name);
-    obj = get_object(a, path, "get configmaps", ns, name,
-                     "{apiGroups: [\"\"], resources: [configmaps], verbs: [get]}", why, whylen);
-    if (obj == NULL)
+    if (get_ok(a, path, "get configmaps", ns, name,
+               "{apiGroups: [\"\"], resources: [configmaps], verbs: [get]}", &body, why,
+               whylen) != 0)
         return -1;
-    d = cJSON_GetObjectItemCaseSensitive(obj, "data");
-    v = cJSON_GetObjectItemCaseSensitive(d, key);
-    if (!cJSON_IsString(v)) {
-        snprintf(why, whylen, "ConfigMap %s/%s has no key %s in data%s", ns, name, key,
-                 cJSON_IsObject(d) ? "" : " (it has no data)");
-    } else if ((*data = accel_strdup(v->valuestring)) == NULL) {
-        snprintf(why, whylen, "the API client: out of memory");
-    } else {
-        *len = strlen(*data);
+    rc = wh_configmap_value(body.data, body.len, ns, name, key, data, len, why, whylen);
+    accel_buf_free(&body);
+    if (rc == 0) {
         pthread_mutex_lock(&a->lock);
         cache_put(a, ckey, *data, *len, -1, WH_JOB_MODE_UNKNOWN);
         pthread_mutex_unlock(&a->lock);
-        rc = 0;
     }
-    cJSON_Delete(obj);
     return rc;
 }
 
@@ -521,10 +497,10 @@ static int get_job(void *ctx, const char *ns, const char *name, long *completion
 {
     struct wh_api *a = ctx;
     char path[600], ckey[600];
-    const cJSON *spec, *n, *m;
+    struct accel_buf body;
     struct cached *hit;
     bool found = false;
-    cJSON *obj;
+    int rc;
 
     if (!path_safe(ns) || !path_safe(name)) {
         snprintf(why, whylen, "'%.64s/%.64s' is not a namespace and Job name", ns, name);
@@ -541,25 +517,17 @@ static int get_job(void *ctx, const char *ns, const char *name, long *completion
     if (found)
         return 0;
     snprintf(path, sizeof(path), "/apis/batch/v1/namespaces/%s/jobs/%s", ns, name);
-    obj = get_object(a, path, "get jobs", ns, name,
-                     "{apiGroups: [batch], resources: [jobs], verbs: [get]}", why, whylen);
-    if (obj == NULL)
+    if (get_ok(a, path, "get jobs", ns, name,
+               "{apiGroups: [batch], resources: [jobs], verbs: [get]}", &body, why, whylen) != 0)
         return -1;
-    spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
-    n = cJSON_GetObjectItemCaseSensitive(spec, "completions");
-    m = cJSON_GetObjectItemCaseSensitive(spec, "completionMode");
-    *completions = cJSON_IsNumber(n) && n->valuedouble >= 0 && n->valuedouble < 1e9
-                       ? (long)n->valuedouble
-                       : -1;
-    if (!cJSON_IsString(m))
-        *mode = WH_JOB_MODE_UNKNOWN;
-    else
-        *mode = strcmp(m->valuestring, "Indexed") == 0 ? WH_JOB_INDEXED : WH_JOB_NOT_INDEXED;
-    pthread_mutex_lock(&a->lock);
-    cache_put(a, ckey, NULL, 0, *completions, *mode);
-    pthread_mutex_unlock(&a->lock);
-    cJSON_Delete(obj);
-    return 0;
+    rc = wh_job_spec(body.data, body.len, ns, name, completions, mode, why, whylen);
+    accel_buf_free(&body);
+    if (rc == 0) {
+        pthread_mutex_lock(&a->lock);
+        cache_put(a, ckey, NULL, 0, *completions, *mode);
+        pthread_mutex_unlock(&a->lock);
+    }
+    return rc;
 }
 
 void wh_api_fetch(struct wh_api *a, struct wh_fetch *f)

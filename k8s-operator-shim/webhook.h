@@ -200,9 +200,26 @@ enum accel_err wh_patch_env(cJSON *ops, const struct wh_container *c, char *cons
 
 /* ---------------------------------------------------------------- mutate.c */
 
+/* ---------------------------------------------------------------- objects.c */
+
 /* A Job's spec.completionMode as read: an API server before v1.21 has no
  * such field and drops it, so its absence is "unknown", not "NonIndexed". */
 enum wh_job_mode { WH_JOB_NOT_INDEXED, WH_JOB_INDEXED, WH_JOB_MODE_UNKNOWN };
+
+/* data[key] of a ConfigMap's JSON (`body`, len bytes; ns/name for the
+ * messages) into *value (malloc'd, NUL-terminated) and *vlen.  0, or -1
+ * with the reason in why (not an object, no such key). */
+int wh_configmap_value(const char *body, size_t len, const char *ns, const char *name,
+                       const char *key, char **value, size_t *vlen, char *why, size_t whylen);
+
+/* spec.completions (-1 when absent or not a count) and spec.completionMode
+ * of a Job's JSON.  0, or -1 with the reason in why (not an object). */
+int wh_job_spec(const char *body, size_t len, const char *ns, const char *name, long *completions,
+                enum wh_job_mode *mode, char *why, size_t whylen);
+
+/* The `message` of an error answer's Status object (at most 300 bytes of
+ * it), or "" when the body is not one. */
+void wh_status_message(const char *body, size_t len, char *msg, size_t size);
 
 /* The API server, as the caller reaches it (libcurl in api.c; a table
  * in tests).  Each returns 0, or -1 with the reason in why ("403 Forbidden:
