@@ -50,15 +50,18 @@ static int fake_configmap(void *ctx, const char *ns, const char *name, const cha
     return 0;
 }
 
-static int fake_job(void *ctx, const char *ns, const char *name, long *completions, bool *indexed,
-                    char *why, size_t whylen)
+static int fake_job(void *ctx, const char *ns, const char *name, long *completions,
+                    enum wh_job_mode *mode, char *why, size_t whylen)
 {
     (void)ctx;
     (void)ns;
     (void)why;
     (void)whylen;
     *completions = 2;
-    *indexed = strcmp(name, "plain") != 0;
+    /* "plain" is not Indexed; "old" is from an API server before v1.21 */
+    *mode = strcmp(name, "plain") == 0 ? WH_JOB_NOT_INDEXED
+            : strcmp(name, "old") == 0 ? WH_JOB_MODE_UNKNOWN
+                                       : WH_JOB_INDEXED;
     return 0;
 }
 
