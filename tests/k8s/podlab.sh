@@ -44,7 +44,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 . "$ROOT/tests/slurm/lock.sh"
 
 BUILD=${1:-build}
-case $BUILD in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
 WH=$BUILD/bin/accelrun-webhook
 CLI=$BUILD/bin/accelrun
 TRAIN=$BUILD/bin/train_gpt
@@ -361,6 +361,23 @@ run_case() {
             sleep 0.05
         done
     done
+    # the ranks `accelrun launch` starts: each one's environ, by its RANK
+    if [ "$cmd0" = "$CLI" ]; then
+        for i in 0 1; do
+            cpid=$(pgrep -P "${pids[i]}" | head -n 1)
+            [ -n "$cpid" ] || continue
+            for _ in $(seq 200); do
+                for r in $(pgrep -P "$cpid"); do
+                    e=$(tr '\0' '\n' <"/proc/$r/environ" 2>/dev/null | sed -n 's/^RANK=//p')
+                    [ -n "$e" ] && [ ! -s "$T/$c/environ-$i-r$e" ] &&
+                        cp "/proc/$r/environ" "$T/$c/environ-$i-r$e" 2>/dev/null
+                done
+                [ "$(find "$T/$c" -name "environ-$i-r*" | wc -l)" -ge 2 ] && break
+                kill -0 "$cpid" 2>/dev/null || break
+                sleep 0.05
+            done
+        done
+    fi
     for i in 0 1; do
         wait "${pids[i]}"
         echo $? >"$T/$c/rc-$i"
@@ -410,6 +427,27 @@ for c in "${CASES[@]}"; do
             bad "$c: pod $i: the container's env is the patched spec's + PATH, HOME, HOSTNAME" "$out"
         fi
     done
+    # and every rank accelrun launch started: the container's env + its --dry-run rank variables
+    if [ "$(tr '\0' '\n' <"$T/$c/x0.cmd" | head -n 1)" = "$CLI" ]; then
+        for i in 0 1; do
+            mapfile -d '' envs <"$T/$c/x$i.env"
+            mapfile -d '' cmd <"$T/$c/x$i.cmd"
+            timeout 20 env -i PATH="$IMAGE_PATH" HOME="$IMAGE_HOME" "${envs[@]}" "${cmd[0]}" \
+                "${cmd[1]}" --dry-run "${cmd[@]:2}" >"$T/$c/dry-$i" 2>&1
+            for f in "$T/$c/environ-$i-r"*; do
+                [ -s "$f" ] || continue
+                if out=$(SPECS rankcheck "$T/$c/pod-$i.json" "$f" "$T/$c/dry-$i" PATH="$IMAGE_PATH" HOME="$IMAGE_HOME" 2>"$T/$c/note"); then
+                    cat "$T/$c/note"
+                    ok "$c: pod $i: $out: the container's env + accelrun launch --dry-run's, nothing else"
+                else
+                    bad "$c: pod $i: a rank's env is the container's + accelrun launch --dry-run's" "$out
+$(cat "$T/$c/note")"
+                fi
+            done
+            n=$(find "$T/$c" -name "environ-$i-r*" | wc -l)
+            [ "$n" = 2 ] || bad "$c: pod $i: the env of its 2 ranks was read" "$n read"
+        done
+    fi
     cat "$T/$c/out-0" "$T/$c/out-1" >"$T/$c/out"
     case $c in
     train)

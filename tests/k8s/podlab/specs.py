@@ -19,6 +19,12 @@
       ENVIRON (a /proc/PID/environ copy) must equal the Pod's env plus the
       kubelet's HOSTNAME plus the NAME=VALUE items of EXTRA (PATH, HOME);
       prints the difference and exits 1 otherwise.
+  specs.py rankcheck POD.json ENVIRON DRYRUN EXTRA...
+      ENVIRON, of a rank `accelrun launch` started in that Pod, must equal
+      the container's env (as envcheck) with the variables DRYRUN (the output
+      of `accelrun launch --dry-run` in the same env) lists for its RANK set
+      over it (a boolean whose spelling alone differs, true/True: a note on
+      stderr, not a failure).
 
 Not here: running anything (podlab.sh does that in network namespaces).
 """
@@ -163,6 +169,45 @@ def envcheck(podfile, environ, extra):
     print("%d variables" % len(got))
 
 
+def rankcheck(podfile, environ, dryrun, extra):
+    """A rank that `accelrun launch` started in the pod: its environment
+    must be the container's (the Pod's env + EXTRA) with the variables
+    `accelrun launch --dry-run` lists for its RANK set over it, nothing else."""
+    got = dict(kv.split("=", 1) for kv in open(environ, "rb").read().decode().split("\0") if kv)
+    want = pod_env(json.load(open(podfile)))
+    want.update(kv.split("=", 1) for kv in extra)
+    ranks, cur = {}, None
+    for line in open(dryrun):
+        m = re.match(r"^# rank (\d+) ", line)
+        if m:
+            cur = ranks.setdefault(m.group(1), {})
+        elif cur is not None and "=" in line and not line.startswith("#"):
+            k, v = line.rstrip("\n").split("=", 1)
+            cur[k] = v
+    rank = got.get("RANK")
+    if rank not in ranks:
+        print("RANK=%r is not among --dry-run's ranks %s" % (rank, sorted(ranks)))
+        sys.exit(1)
+    want.update(ranks[rank])
+    added = sorted(set(got) - set(want))
+    missing = sorted(set(want) - set(got))
+    differ = sorted(k for k in set(got) & set(want) if got[k] != want[k])
+    # The same boolean spelled differently (the node's "true" kept by the
+    # launch, "True" in --dry-run's list): the same to accelerate's
+    # str_to_bool, so noted on stderr, not failed.
+    bools = ("true", "false")
+    soft = [k for k in differ if got[k].lower() == want[k].lower() and got[k].lower() in bools]
+    differ = [k for k in differ if k not in soft]
+    for k in soft:
+        sys.stderr.write("# note: rank %s: %s=%s in the rank, %s in accelrun launch --dry-run "
+                         "(the container's value, kept)\n" % (rank, k, got[k], ranks[rank][k]))
+    if added or missing or differ:
+        print("rank %s: added: %s; missing: %s; differ: %s" % (
+            rank, added, missing, ["%s=%r (want %r)" % (k, got[k], want[k]) for k in differ]))
+        sys.exit(1)
+    print("rank %s: %d variables, %d of them accelrun launch's" % (rank, len(got), len(ranks[rank])))
+
+
 def main():
     a = sys.argv[1:]
     if a[:1] == ["make"] and len(a) > 8 and a[7] == "--":
@@ -171,6 +216,8 @@ def main():
         execspec(a[1], a[2])
     elif a[:1] == ["envcheck"] and len(a) >= 3:
         envcheck(a[1], a[2], a[3:])
+    elif a[:1] == ["rankcheck"] and len(a) >= 4:
+        rankcheck(a[1], a[2], a[3], a[4:])
     else:
         sys.exit(__doc__)
 
