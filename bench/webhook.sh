@@ -19,6 +19,8 @@
 # WEBHOOK_BENCH_SECONDS (default 10) per wrk phase; WEBHOOK_BENCH_CONNS
 # (default 32) connections; WEBHOOK_BENCH_THREADS (default 2) server threads.
 set -u
+# shellcheck source=tests/k8s/lib.sh
+. "$(dirname "$0")/../tests/k8s/lib.sh" # wh_ca, wh_cert, wh_start
 build=${1:-build}
 bin=$build/bin/accelrun-webhook
 secs=${WEBHOOK_BENCH_SECONDS:-10}
@@ -44,20 +46,13 @@ cleanup() {
 trap cleanup EXIT
 
 # ---------------------------------------------------------------- the server
-ossl() { openssl "$@" >>"$T/openssl.log" 2>&1; }
-ossl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T/tls.key" \
-    -out "$T/tls.crt" -days 2 -subj /CN=localhost -addext "subjectAltName=IP:127.0.0.1"
-"$bin" --tls-cert "$T/tls.crt" --tls-key "$T/tls.key" --listen 127.0.0.1:0 \
-    --threads "$threads" --max-connections 1024 2>"$T/server.log" &
-PID=$!
-port=
-for _ in $(seq 100); do
-    port=$(sed -n 's/.*listening on .*, port \([0-9]*\) .*/\1/p' "$T/server.log")
-    [ -n "$port" ] && break
-    sleep 0.05
-done
+wh_ca "$T" accelrun-bench-ca
+wh_cert "$T" tls 1001
+wh_start "$bin" "$T/server.log" --tls-cert "$T/tls.crt" --tls-key "$T/tls.key" \
+    --threads "$threads" --max-connections 1024
+PID=$WH_PID port=$WH_PORT
 if [ -z "$port" ]; then
-    say "FAIL: the server did not start: $(cat "$T/server.log")"
+    say "FAIL: the server did not start: $(cat "$T/server.log" "$T/openssl.log" 2>/dev/null)"
     exit 1
 fi
 url=https://127.0.0.1:$port

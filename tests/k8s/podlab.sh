@@ -40,6 +40,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 # shellcheck source=tests/lib/tap.sh
 . "$ROOT/tests/lib/tap.sh"
+# shellcheck source=tests/k8s/lib.sh
+. "$ROOT/tests/k8s/lib.sh" # wh_ca, wh_cert, wh_start
 # shellcheck source=tests/slurm/lock.sh
 . "$ROOT/tests/slurm/lock.sh"
 
@@ -121,25 +123,11 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 # ---------------------------------------------------------------- 1. the webhook
-ossl() { openssl "$@" >>"$T/openssl.log" 2>&1; }
-ossl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T/ca.key" \
-    -out "$T/ca.crt" -days 1 -subj /CN=accelrun-podlab-ca
-printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$T/ext"
-ossl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T/tls.key" \
-    -out "$T/tls.csr" -subj /CN=localhost
-ossl x509 -req -in "$T/tls.csr" -CA "$T/ca.crt" -CAkey "$T/ca.key" -set_serial 0x5151 -days 1 \
-    -sha256 -extfile "$T/ext" -out "$T/tls.crt"
-[ -s "$T/tls.crt" ] || { bad "throwaway CA and server certificate" "$(cat "$T/openssl.log")"; finish; }
+wh_ca "$T" accelrun-podlab-ca
+wh_cert "$T" tls 5151 || { bad "throwaway CA and server certificate" "$(cat "$T/openssl.log")"; finish; }
 
-"$WH" --tls-cert "$T/tls.crt" --tls-key "$T/tls.key" --listen 127.0.0.1:0 -v 2>"$T/webhook.log" &
-WPID=$!
-PORT=
-for _ in $(seq 100); do
-    PORT=$(sed -n 's/.*listening on .*, port \([0-9]*\) .*/\1/p' "$T/webhook.log")
-    [ -n "$PORT" ] && break
-    kill -0 "$WPID" 2>/dev/null || break
-    sleep 0.05
-done
+wh_start "$WH" "$T/webhook.log" --tls-cert "$T/tls.crt" --tls-key "$T/tls.key" -v
+WPID=$WH_PID PORT=$WH_PORT
 [ -n "$PORT" ] || { bad "accelrun-webhook starts on 127.0.0.1:0" "$(cat "$T/webhook.log")"; finish; }
 URL=https://127.0.0.1:$PORT/mutate
 

@@ -16,6 +16,8 @@ set -u
 TAP_NAME=webhook-tls
 # shellcheck source=tests/lib/tap.sh
 . "$(dirname "$0")/../lib/tap.sh"
+# shellcheck source=tests/k8s/lib.sh
+. "$(dirname "$0")/lib.sh" # wh_ca, wh_cert, wh_start
 
 BUILD=${1:-build}
 BIN=$BUILD/bin/accelrun-webhook
@@ -41,16 +43,9 @@ cleanup() {
 trap cleanup EXIT
 
 # ---------------------------------------------------------------- certificates
-ossl() { openssl "$@" >>"$T/openssl.log" 2>&1; }
-ossl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T/ca.key" \
-    -out "$T/ca.crt" -days 2 -subj /CN=accelrun-test-ca
-printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$T/ext"
-for serial in 1001 2002; do
-    ossl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T/$serial.key" \
-        -out "$T/$serial.csr" -subj /CN=localhost
-    ossl x509 -req -in "$T/$serial.csr" -CA "$T/ca.crt" -CAkey "$T/ca.key" \
-        -set_serial "0x$serial" -days 2 -sha256 -extfile "$T/ext" -out "$T/$serial.crt"
-done
+wh_ca "$T" accelrun-test-ca
+wh_cert "$T" 1001 1001
+wh_cert "$T" 2002 2002
 if [ ! -s "$T/2002.crt" ]; then
     bad "throwaway CA and server certificates" "$(cat "$T/openssl.log")"
     finish
@@ -88,16 +83,9 @@ head -c $((3 * 1024 * 1024 + 1)) /dev/zero | tr '\0' ' ' >"$T/big.txt"
 
 # ---------------------------------------------------------------- helpers
 start() {
-    "$BIN" --tls-cert "$T/tls.crt" --tls-key "$T/tls.key" --listen 127.0.0.1:0 \
-        --site "$T/site.yaml" --timeout $TIMEOUT --reload-interval 1 -v "$@" 2>"$T/server.log" &
-    PID=$!
-    PORT=
-    for _ in $(seq 100); do
-        PORT=$(sed -n 's/.*listening on .*, port \([0-9]*\) .*/\1/p' "$T/server.log")
-        [ -n "$PORT" ] && break
-        kill -0 "$PID" 2>/dev/null || break
-        sleep 0.05
-    done
+    wh_start "$BIN" "$T/server.log" --tls-cert "$T/tls.crt" --tls-key "$T/tls.key" \
+        --site "$T/site.yaml" --timeout $TIMEOUT --reload-interval 1 -v "$@"
+    PID=$WH_PID PORT=$WH_PORT
     URL=https://127.0.0.1:$PORT
 }
 
