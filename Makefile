@@ -301,6 +301,7 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory test-webhook
 	$(Q)$(MAKE) --no-print-directory test-deb
 	$(Q)$(MAKE) --no-print-directory test-slurm
+	$(Q)$(MAKE) --no-print-directory test-podlab
 	$(Q)bash tests/slurm/deb.sh $(BUILD)/deb
 
 # The two-node Slurm lab (root, network namespaces; says SKIP and why elsewhere).
@@ -385,9 +386,13 @@ all: webhook-core webhook
 # HTTPS API and its patches through jsonpatch and kubernetes-validate
 # (tests/k8s/api.sh), the Helm chart's (tests/k8s/chart.sh), and the live
 # tier behind a real kube-apiserver v1.20.2 (tests/k8s/live.sh; built once
-# from Debian's source by scripts/kube-apiserver.sh, ~4.5 min, cached), and
-# the pod lab: two patched pods in network namespaces train together
-# (tests/k8s/podlab.sh).
+# from Debian's source by scripts/kube-apiserver.sh, ~4.5 min, cached).
+# `make test-podlab`: two patched pods in network namespaces train together
+# (tests/k8s/podlab.sh); make test runs it after the Slurm lab, whose case p
+# makes the accelerate venv it shares.
+test-podlab: webhook $(CLI) $(TRAINER)
+	$(Q)bash tests/k8s/podlab.sh $(BUILD)
+.PHONY: test-podlab
 WEBHOOK_BIN := $(BUILD)/bin/accelrun-webhook
 WEBHOOK_SRV_OBJ := $(WEBHOOK_SRV_SRC:%.c=$(BUILD)/obj/%.o)
 MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd gnutls libcurl 2>/dev/null)
@@ -410,12 +415,11 @@ $(WEBHOOK_BIN): $(WEBHOOK_SRV_OBJ) $(WEBHOOK_OBJ) $(LIBA)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(WEBHOOK_SRV_OBJ) $(WEBHOOK_OBJ) $(LIBA) $(MHD_LIBS) $(CJSON_LIBS) \
 	    $(LIBS)
-test-webhook: webhook $(CLI) $(TRAINER)
+test-webhook: webhook $(CLI)
 	$(Q)bash tests/k8s/tls.sh $(BUILD)
 	$(Q)sh tests/k8s/api.sh $(BUILD)
 	$(Q)bash tests/k8s/chart.sh $(BUILD)
 	$(Q)bash tests/k8s/live.sh $(BUILD)
-	$(Q)bash tests/k8s/podlab.sh $(BUILD)
 
 $(BUILD)/tests/test_webhook: $(BUILD)/obj/tests/unit/test_webhook.o $(WEBHOOK_OBJ) $(HARNESS_OBJ) \
     $(LIBA)

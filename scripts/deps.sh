@@ -21,7 +21,7 @@ build_pkgs="make gcc g++ python3 pkg-config libyaml-dev libcjson-dev libhwloc-de
 # (--system-site-packages; the Slurm tier's gloo case uses that torch too), Graphviz for
 # `accelrun topo --dot`, clang-format for format-check, procps (pgrep, ps)
 # for the example trainer's kill test; a minimal Debian root has none of them
-test_pkgs="python3-venv python3-pip python3-numpy python3-torch graphviz clang-format procps shellcheck"
+test_pkgs="python3-venv python3-pip python3-numpy python3-torch graphviz clang-format procps shellcheck iproute2"
 fuzz_pkgs="clang libclang-rt-14-dev"
 oracle_pkgs="python3 python3-venv python3-pip"
 bench_pkgs="openmpi-bin libopenmpi-dev python3-torch gnuplot-nox wrk"

@@ -70,7 +70,7 @@ for f in "$WH" "$CLI" "$TRAIN"; do
     [ -x "$f" ] || skip_all "pod lab" "no $f (make all)"
 done
 for tool in ip unshare flock timeout openssl pgrep; do
-    command -v $tool >/dev/null || skip_all "pod lab" "no $tool (sh scripts/deps.sh build)"
+    command -v $tool >/dev/null || skip_all "pod lab" "no $tool (sh scripts/deps.sh test)"
 done
 if ! PY=$(sh "$ROOT/scripts/k8s-venv.sh" 2>/tmp/k8s-podlab-venv.$$); then
     why=$(cat /tmp/k8s-podlab-venv.$$)
