@@ -18,12 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <curl/curl.h>
 
 #include "accel/alloc.h"
 #include "accel/buf.h"
+#include "accel/clock.h"
 #include "accel/fsutil.h"
 #include "accel/log.h"
 #include "server.h"
@@ -36,7 +36,7 @@
 #define NAME_MAX_LEN 253 /* a DNS subdomain, the longest object name */
 
 struct cached {
-    char *key;  /* "configmap\0ns\0name\0key" flattened with '/' (names hold none) */
+    char *key;  /* "configmap/NS/NAME/KEY" or "job/NS/NAME" (names hold no '/') */
     char *data; /* ConfigMap: the value; Job: NULL */
     size_t len;
     long completions;
@@ -56,14 +56,6 @@ struct wh_api {
     char *token; /* NULL: none sent */
     struct cached cache[CACHE_SLOTS];
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void share_lock(CURL *h, curl_lock_data d, curl_lock_access a, void *ctx)
 {
@@ -259,7 +251,7 @@ static void auth_header(struct wh_api *a, char *hdr, size_t size)
 /* The entry for `key` still within its TTL, else NULL.  Under a->lock. */
 static struct cached *cache_find(struct wh_api *a, const char *key)
 {
-    double t = now_s();
+    double t = accel_now();
 
     for (size_t i = 0; i < CACHE_SLOTS; i++)
         if (a->cache[i].key != NULL && strcmp(a->cache[i].key, key) == 0)
@@ -298,7 +290,7 @@ static void cache_put(struct wh_api *a, const char *key, const char *data, size_
     }
     accel_free(slot->key);
     accel_free(slot->data);
-    *slot = (struct cached){k, d, len, completions, mode, now_s()};
+    *slot = (struct cached){k, d, len, completions, mode, accel_now()};
 }
 
 /* ---------------------------------------------------------------- one GET */

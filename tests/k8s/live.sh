@@ -28,6 +28,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 # shellcheck source=tests/lib/tap.sh
 . "$ROOT/tests/lib/tap.sh"
+# shellcheck source=tests/k8s/lib.sh
+. "$ROOT/tests/k8s/lib.sh" # wh_start
 
 BUILD=${1:-build}
 case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
@@ -190,16 +192,8 @@ WSTARTS=0
 start_webhook() {
     WSTARTS=$((WSTARTS + 1))
     WLOG=$T/webhook.$WSTARTS.log
-    "$WH" --tls-cert "$T/webhook.crt" --tls-key "$T/webhook.key" --listen 127.0.0.1:0 -v "$@" \
-        >"$WLOG" 2>&1 &
-    WPID=$!
-    WPORT=
-    for _ in $(seq 100); do # 5 s
-        WPORT=$(sed -n 's/.*listening on .*, port \([0-9]*\) .*/\1/p' "$WLOG")
-        [ -n "$WPORT" ] && break
-        kill -0 "$WPID" 2>/dev/null || break
-        sleep 0.05
-    done
+    wh_start "$WH" "$WLOG" --tls-cert "$T/webhook.crt" --tls-key "$T/webhook.key" -v "$@"
+    WPID=$WH_PID WPORT=$WH_PORT
     [ -n "$WPORT" ]
 }
 stop_webhook() {
