@@ -36,20 +36,14 @@ bool wh_env_reserved(const char *name)
     return strcmp(name, "NVIDIA_VISIBLE_DEVICES") == 0 || strcmp(name, "CUDA_VISIBLE_DEVICES") == 0;
 }
 
-/* {"name": NAME, "value": VALUE} from "NAME=VALUE"; env values are strings
- * in the Pod schema, whatever they look like. */
-static cJSON *env_entry(const char *kv)
+/* {"name": NAME, "value": VALUE}; env values are strings in the Pod
+ * schema, whatever they look like. */
+static cJSON *env_entry(const char *name, const char *value)
 {
-    const char *eq = strchr(kv, '=');
-    char name[ACCEL_MAX_ENV_NAME + 1];
-    cJSON *o;
+    cJSON *o = cJSON_CreateObject();
 
-    if (eq == NULL || (size_t)(eq - kv) > ACCEL_MAX_ENV_NAME)
-        return NULL;
-    snprintf(name, sizeof(name), "%.*s", (int)(eq - kv), kv);
-    o = cJSON_CreateObject();
     if (o == NULL || cJSON_AddStringToObject(o, "name", name) == NULL ||
-        cJSON_AddStringToObject(o, "value", eq + 1) == NULL) {
+        cJSON_AddStringToObject(o, "value", value) == NULL) {
         cJSON_Delete(o);
         return NULL;
     }
@@ -104,7 +98,8 @@ enum accel_err wh_patch_env(cJSON *ops, const struct wh_container *c, char *cons
 
         if (eq == NULL || (size_t)(eq - vars[i]) > ACCEL_MAX_ENV_NAME)
             continue;
-        snprintf(name, sizeof(name), "%.*s", (int)(eq - vars[i]), vars[i]);
+        memcpy(name, vars[i], (size_t)(eq - vars[i]));
+        name[eq - vars[i]] = '\0';
         if (wh_env_reserved(name))
             continue;
         have = wh_container_env(c, name);
@@ -116,7 +111,7 @@ enum accel_err wh_patch_env(cJSON *ops, const struct wh_container *c, char *cons
                                       c->name, name, 96, vars[i]);
             continue;
         }
-        if ((e = env_entry(vars[i])) == NULL) {
+        if ((e = env_entry(name, eq + 1)) == NULL) {
             rc = ACCEL_ENOMEM;
             break;
         }

@@ -9,6 +9,7 @@
  * the uid echoed, the patch base64 with its patchType.
  */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -78,48 +79,64 @@ static enum accel_err check_depth(const char *s, size_t len, struct accel_error 
     return ACCEL_OK;
 }
 
-/* Appends ".key" or "[i]" to the path in p (cut, never overflowed). */
-static size_t path_push(char *p, size_t size, size_t at, const cJSON *item, size_t i)
+/* The first string value or key (in document order) over WH_MAX_STRING
+ * bytes, or NULL; *at is where the message points: the value itself, or the
+ * object holding the key.  Depth is bounded by check_depth. */
+static const cJSON *oversized(const cJSON *v, const cJSON **at)
 {
-    int n;
-
-    if (at >= size)
-        return at;
-    if (item->string != NULL)
-        n = snprintf(p + at, size - at, "%s%s", at ? "." : "", item->string);
-    else
-        n = snprintf(p + at, size - at, "[%zu]", i);
-    if (n < 0)
-        return at;
-    return at + (size_t)n < size ? at + (size_t)n : size - 1;
+    if (cJSON_IsString(v) && strlen(v->valuestring) > WH_MAX_STRING) {
+        *at = v;
+        return v;
+    }
+    if (!cJSON_IsObject(v) && !cJSON_IsArray(v))
+        return NULL;
+    for (const cJSON *c = v->child; c != NULL; c = c->next) {
+        const cJSON *bad;
+        if (c->string != NULL && strlen(c->string) > WH_MAX_STRING) {
+            *at = v;
+            return c;
+        }
+        if ((bad = oversized(c, at)) != NULL)
+            return bad;
+    }
+    return NULL;
 }
 
-/* Every string value and key at most WH_MAX_STRING bytes; the message
- * names the first one past it.  Depth is bounded by check_depth. */
-static enum accel_err check_strings(const cJSON *v, char *path, size_t size, size_t at,
-                                    struct accel_error *err)
+/* Writes the path from v down to `target` ("a.b[2]"; cut, never overflowed)
+ * into p from offset at; true when target lies under v.  Only run once a
+ * target was found, so the common case formats nothing. */
+static bool path_to(const cJSON *v, const cJSON *target, char *p, size_t size, size_t at)
 {
     size_t i = 0;
 
-    if (cJSON_IsString(v) && strlen(v->valuestring) > WH_MAX_STRING)
-        return accel_error_set(err, ACCEL_ETOOBIG, "%s: a string of %zu bytes, over the cap of %u",
-                               at ? path : "body", strlen(v->valuestring), WH_MAX_STRING);
-    if (!cJSON_IsObject(v) && !cJSON_IsArray(v))
-        return ACCEL_OK;
+    if (v == target)
+        return true;
     for (const cJSON *c = v->child; c != NULL; c = c->next, i++) {
-        size_t end = path_push(path, size, at, c, i);
-        enum accel_err rc;
-        if (c->string != NULL && strlen(c->string) > WH_MAX_STRING) {
-            path[at] = '\0';
-            return accel_error_set(err, ACCEL_ETOOBIG, "%s: a key of %zu bytes, over the cap of %u",
-                                   at ? path : "body", strlen(c->string), WH_MAX_STRING);
-        }
-        rc = check_strings(c, path, size, end, err);
-        if (rc != ACCEL_OK)
-            return rc;
-        path[at] = '\0';
+        int n = c->string != NULL ? snprintf(p + at, size - at, "%s%s", at ? "." : "", c->string)
+                                  : snprintf(p + at, size - at, "[%zu]", i);
+        size_t end = n < 0 ? at : at + (size_t)n < size ? at + (size_t)n : size - 1;
+        if (path_to(c, target, p, size, end))
+            return true;
+        p[at] = '\0';
     }
-    return ACCEL_OK;
+    return false;
+}
+
+/* Every string value and key at most WH_MAX_STRING bytes; the message
+ * names the first one past it. */
+static enum accel_err check_strings(const cJSON *root, char *path, size_t size,
+                                    struct accel_error *err)
+{
+    const cJSON *at = NULL, *bad = oversized(root, &at);
+    bool is_key = bad != at;
+
+    if (bad == NULL)
+        return ACCEL_OK;
+    path[0] = '\0';
+    path_to(root, at, path, size, 0);
+    return accel_error_set(err, ACCEL_ETOOBIG, "%s: a %s of %zu bytes, over the cap of %u",
+                           path[0] ? path : "body", is_key ? "key" : "string",
+                           strlen(is_key ? bad->string : bad->valuestring), WH_MAX_STRING);
 }
 
 /* obj[key] when present and not null; ACCEL_EINVAL when it is not of the
@@ -157,7 +174,7 @@ static enum accel_err decode(struct wh_review *rv, struct accel_error *err)
     char path[256] = "";
     enum accel_err rc;
 
-    rc = check_strings(rv->root, path, sizeof(path), 0, err);
+    rc = check_strings(rv->root, path, sizeof(path), err);
     if (rc != ACCEL_OK)
         return rc;
     if (!cJSON_IsObject(rv->root))
@@ -371,20 +388,28 @@ enum accel_err wh_response_deny(struct wh_response *r, const char *fmt, ...)
 enum accel_err wh_base64(struct accel_buf *b, const unsigned char *d, size_t n)
 {
     static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    enum accel_err rc = ACCEL_OK;
+    char q[1024]; /* encoded in blocks of 768 input bytes */
+    size_t k = 0;
+    enum accel_err rc;
 
+    if (n > (SIZE_MAX - 2) / 4 * 3)
+        return ACCEL_ETOOBIG;
+    if ((rc = accel_buf_reserve(b, (n + 2) / 3 * 4)) != ACCEL_OK)
+        return rc;
     for (size_t i = 0; i < n && rc == ACCEL_OK; i += 3) {
         unsigned v = (unsigned)d[i] << 16;
-        char q[4];
         if (i + 1 < n)
             v |= (unsigned)d[i + 1] << 8;
         if (i + 2 < n)
             v |= d[i + 2];
-        q[0] = tab[(v >> 18) & 63];
-        q[1] = tab[(v >> 12) & 63];
-        q[2] = i + 1 < n ? tab[(v >> 6) & 63] : '=';
-        q[3] = i + 2 < n ? tab[v & 63] : '=';
-        rc = accel_buf_add(b, q, 4);
+        q[k++] = tab[(v >> 18) & 63];
+        q[k++] = tab[(v >> 12) & 63];
+        q[k++] = i + 1 < n ? tab[(v >> 6) & 63] : '=';
+        q[k++] = i + 2 < n ? tab[v & 63] : '=';
+        if (k == sizeof(q) || i + 3 >= n) {
+            rc = accel_buf_add(b, q, k);
+            k = 0;
+        }
     }
     return rc;
 }

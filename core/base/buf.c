@@ -16,7 +16,7 @@ void accel_buf_init(struct accel_buf *b, size_t max)
     b->max = max;
 }
 
-static enum accel_err reserve(struct accel_buf *b, size_t extra)
+enum accel_err accel_buf_reserve(struct accel_buf *b, size_t extra)
 {
     size_t need, cap;
     char *p;
@@ -39,7 +39,7 @@ static enum accel_err reserve(struct accel_buf *b, size_t extra)
 
 enum accel_err accel_buf_add(struct accel_buf *b, const char *s, size_t n)
 {
-    enum accel_err rc = reserve(b, n);
+    enum accel_err rc = accel_buf_reserve(b, n);
 
     if (rc != ACCEL_OK)
         return rc;
@@ -66,7 +66,7 @@ enum accel_err accel_buf_printf(struct accel_buf *b, const char *fmt, ...)
     va_end(ap);
     if (n < 0)
         return ACCEL_EINVAL;
-    rc = reserve(b, (size_t)n);
+    rc = accel_buf_reserve(b, (size_t)n);
     if (rc != ACCEL_OK)
         return rc;
     va_start(ap, fmt);

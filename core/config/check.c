@@ -109,14 +109,19 @@ static const struct section *section_named(const char *name)
     return NULL;
 }
 
-void config__canonical_key(const char *section, const char *key, char *buf, size_t size)
+/* key's canonical name in section s (NULL: none): the section's prefix
+ * added where accelerate adds it. */
+static void canonical(const struct section *s, const char *key, char *buf, size_t size)
 {
-    const struct section *s = section_named(section);
-
     if (s != NULL && s->prefix != NULL && strncmp(key, s->prefix_test, strlen(s->prefix_test)) != 0)
         snprintf(buf, size, "%s%s", s->prefix, key);
     else
         snprintf(buf, size, "%s", key);
+}
+
+void config__canonical_key(const char *section, const char *key, char *buf, size_t size)
+{
+    canonical(section_named(section), key, buf, size);
 }
 
 /* ------------------------------------------------------------ values */
@@ -268,11 +273,11 @@ static void check_key(struct walk *w, const struct section *s, const struct acce
     char canon[256], path[512], suggest[256], since[32], removed[32], target[32];
     const struct key_spec *k;
 
-    config__canonical_key(s->name, p->key, canon, sizeof(canon));
+    canonical(s, p->key, canon, sizeof(canon));
     snprintf(path, sizeof(path), "%s%s%s", parent, parent[0] ? "." : "", p->key);
-    vstr(w->version, target, sizeof(target));
     if (strcmp(canon, p->key) != 0) {
         if (w->version < s->prefix_since) {
+            vstr(w->version, target, sizeof(target));
             vstr(s->prefix_since, since, sizeof(since));
             accel_diag_add(w->d, ACCEL_SEV_ERROR, &p->mark, path,
                            "accelerate %s ignores this key (it adds the %s prefix only from %s "
@@ -296,12 +301,14 @@ static void check_key(struct walk *w, const struct section *s, const struct acce
     }
     if (k->removed != 0 && w->version >= k->removed) {
         vstr(k->removed, removed, sizeof(removed));
+        vstr(w->version, target, sizeof(target));
         accel_diag_add(w->d, ACCEL_SEV_ERROR, &p->mark, path,
                        "removed in accelerate %s (target %s); %s", removed, target, k->instead);
         return;
     }
     if (k->since != 0 && w->version < k->since) {
         vstr(k->since, since, sizeof(since));
+        vstr(w->version, target, sizeof(target));
         accel_diag_add(w->d, ACCEL_SEV_ERROR, &p->mark, path,
                        "added in accelerate %s; the target version %s %s it; upgrade accelerate "
                        "or delete the key",

@@ -182,17 +182,6 @@ static enum accel_err default_value(const struct arg_default *a, struct accel_va
     }
 }
 
-static enum accel_err set_default(struct accel_val *map, const struct arg_default *a)
-{
-    struct accel_val v;
-    enum accel_err rc = default_value(a, &v);
-
-    if (rc == ACCEL_OK)
-        rc = config__map_set(map, a->name, &v, NULL);
-    accel_val_free(&v);
-    return rc;
-}
-
 static enum accel_err set_copy(struct accel_val *map, const char *key, const struct accel_val *src,
                                const struct accel_mark *mark)
 {
@@ -359,41 +348,99 @@ static enum accel_err ds_fields(struct accel_cfg *cfg, bool mp_from_config)
     return cfg->ds_fields ? ACCEL_OK : ACCEL_ENOMEM;
 }
 
+static bool is_nested_section(const char *key)
+{
+    for (size_t s = 0; nested_sections[s] != NULL; s++)
+        if (strcmp(key, nested_sections[s]) == 0)
+            return true;
+    return false;
+}
+
+/* Upper bound of the entries args_from_file makes from `root`. */
+static size_t args_bound(const struct accel_val *root)
+{
+    size_t n = sizeof(arg_defaults) / sizeof(arg_defaults[0]) +
+               sizeof(cluster_defaults) / sizeof(cluster_defaults[0]);
+
+    for (size_t i = 0; root->type == ACCEL_V_MAP && i < root->u.map.n; i++) {
+        const struct accel_pair *t = &root->u.map.v[i];
+        n += is_nested_section(t->key) && t->val.type == ACCEL_V_MAP ? t->val.u.map.n : 1;
+    }
+    return n;
+}
+
+/* args[key] = a copy of *src (or the default `a` when src is NULL), in the
+ * room args_from_file reserved: `p` is the entry found for key, NULL to
+ * append one. */
+static enum accel_err args_put(struct accel_val *args, struct accel_pair *p, const char *key,
+                               const struct arg_default *a, const struct accel_val *src,
+                               const struct accel_mark *mark)
+{
+    struct accel_val v;
+    enum accel_err rc = src ? accel_val_copy(&v, src) : default_value(a, &v);
+
+    if (rc != ACCEL_OK)
+        return rc;
+    if (p != NULL) {
+        accel_val_free(&p->val);
+    } else {
+        p = &args->u.map.v[args->u.map.n];
+        p->key = accel_strdup(key);
+        if (p->key == NULL) {
+            accel_val_free(&v);
+            return ACCEL_ENOMEM;
+        }
+        args->u.map.n++;
+    }
+    p->val = v;
+    if (mark)
+        p->mark = *mark;
+    else
+        memset(&p->mark, 0, sizeof(p->mark));
+    return ACCEL_OK;
+}
+
 /* Stage 1: accelerate's argparse defaults, then the dataclass defaults of
  * the top-level keys the file leaves out, then the file's own keys (nested
  * sections flattened, as the launcher's namespace has them), each applied
- * only where the CLI default is None. */
+ * only where the CLI default is None.  The array is sized once up front and
+ * the defaults (distinct names) appended without a lookup: this runs for
+ * every review the webhook decides. */
 static enum accel_err args_from_file(struct accel_val *args, const struct accel_val *root)
 {
     enum accel_err rc = ACCEL_OK;
 
     args->type = ACCEL_V_MAP;
-    args->u.map.v = NULL;
     args->u.map.n = 0;
+    args->u.map.v = accel_calloc(args_bound(root), sizeof(struct accel_pair));
+    if (args->u.map.v == NULL)
+        return ACCEL_ENOMEM;
     for (size_t i = 0; rc == ACCEL_OK && i < sizeof(arg_defaults) / sizeof(arg_defaults[0]); i++)
-        rc = set_default(args, &arg_defaults[i]);
+        rc = args_put(args, NULL, arg_defaults[i].name, &arg_defaults[i], NULL, NULL);
     for (size_t i = 0; rc == ACCEL_OK && i < sizeof(cluster_defaults) / sizeof(cluster_defaults[0]);
-         i++)
+         i++) {
+        struct accel_pair *p = accel_map_find(args, cluster_defaults[i].name);
         if (accel_map_find(root, cluster_defaults[i].name) == NULL &&
-            arg_is_none(args, cluster_defaults[i].name))
-            rc = set_default(args, &cluster_defaults[i]);
+            (p == NULL || p->val.type == ACCEL_V_NULL))
+            rc = args_put(args, p, cluster_defaults[i].name, &cluster_defaults[i], NULL, NULL);
+    }
     for (size_t i = 0; rc == ACCEL_OK && root->type == ACCEL_V_MAP && i < root->u.map.n; i++) {
         const struct accel_pair *t = &root->u.map.v[i];
-        bool nested = false;
-        for (size_t s = 0; nested_sections[s] != NULL; s++)
-            nested |= strcmp(t->key, nested_sections[s]) == 0;
-        if (nested) {
+        struct accel_pair *p;
+        if (is_nested_section(t->key)) {
             for (size_t j = 0; rc == ACCEL_OK && t->val.type == ACCEL_V_MAP && j < t->val.u.map.n;
-                 j++)
-                rc = set_copy(args, t->val.u.map.v[j].key, &t->val.u.map.v[j].val,
-                              &t->val.u.map.v[j].mark);
+                 j++) {
+                const struct accel_pair *k = &t->val.u.map.v[j];
+                rc = args_put(args, accel_map_find(args, k->key), k->key, NULL, &k->val, &k->mark);
+            }
             continue;
         }
         if (strcmp(t->key, "compute_environment") == 0 || strcmp(t->key, "mixed_precision") == 0 ||
             strcmp(t->key, "distributed_type") == 0)
             continue;
-        if (strcmp(t->key, "enable_cpu_affinity") == 0 || arg_is_none(args, t->key))
-            rc = set_copy(args, t->key, &t->val, &t->mark);
+        p = accel_map_find(args, t->key);
+        if (strcmp(t->key, "enable_cpu_affinity") == 0 || p == NULL || p->val.type == ACCEL_V_NULL)
+            rc = args_put(args, p, t->key, NULL, &t->val, &t->mark);
     }
     return rc;
 }

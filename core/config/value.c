@@ -98,9 +98,12 @@ struct accel_pair *accel_map_find(const struct accel_val *map, const char *key)
 {
     if (map == NULL || map->type != ACCEL_V_MAP)
         return NULL;
-    for (size_t i = 0; i < map->u.map.n; i++)
-        if (strcmp(map->u.map.v[i].key, key) == 0)
+    for (size_t i = 0; i < map->u.map.n; i++) {
+        const char *k = map->u.map.v[i].key;
+        /* the first byte inline: most keys differ there or soon after */
+        if (k[0] == key[0] && strcmp(k, key) == 0)
             return &map->u.map.v[i];
+    }
     return NULL;
 }
 

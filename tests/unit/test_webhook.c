@@ -1201,6 +1201,30 @@ TEST(caps)
                     "request.object.metadata.annotations.note.example.com/long: a string of 262145 "
                     "bytes, over the cap of 262144");
     cJSON_free(b);
+    set_annotation(pod, "note.example.com/long", NULL);
+    /* a key over the cap: the object holding it is named */
+    set_annotation(pod, big, "v");
+    b = review_of(pod, "u");
+    ASSERT_INT_EQ(wh_review_decode(&rv, b, strlen(b), &err), ACCEL_ETOOBIG);
+    ASSERT_CONTAINS(err.msg, "request.object.metadata.annotations: a key of 262145 bytes, over the "
+                             "cap of 262144");
+    cJSON_free(b);
+    set_annotation(pod, big, NULL);
+    /* inside an array: its index */
+    {
+        cJSON *c0 = cJSON_GetArrayItem(
+            cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "containers"), 0);
+        cJSON *args = cJSON_AddArrayToObject(c0, "args");
+        ASSERT(args != NULL);
+        cJSON_AddItemToArray(args, cJSON_CreateString("--model"));
+        cJSON_AddItemToArray(args, cJSON_CreateString(big));
+        b = review_of(pod, "u");
+        ASSERT_INT_EQ(wh_review_decode(&rv, b, strlen(b), &err), ACCEL_ETOOBIG);
+        ASSERT_CONTAINS(err.msg, "request.object.spec.containers[0].args[1]: a string of 262145 "
+                                 "bytes");
+        cJSON_free(b);
+        cJSON_DeleteItemFromObject(c0, "args");
+    }
     /* the uid */
     set_annotation(pod, "note.example.com/long", NULL);
     memset(big, 'u', 200);
@@ -1268,6 +1292,27 @@ TEST(response_encoding)
         ASSERT_STR_EQ(accel_buf_str(&b), vec[i][1]);
         accel_buf_free(&b);
     }
+    /* past the encoder's 768-byte blocks, appended to what the buffer held;
+     * over the cap: ETOOBIG and the buffer as it was */
+    raw = malloc(300 * 6 + 1);
+    out = malloc(300 * 8 + 3);
+    for (size_t i = 0; i < 300; i++) {
+        memcpy(raw + 6 * i, "foobar", 6);
+        memcpy(out + 2 + 8 * i, "Zm9vYmFy", 8);
+    }
+    memcpy(out, "p:", 2);
+    out[2 + 300 * 8] = '\0';
+    accel_buf_init(&b, 2 + 300 * 8);
+    ASSERT_OK(accel_buf_puts(&b, "p:"));
+    ASSERT_OK(wh_base64(&b, (const unsigned char *)raw, 300 * 6));
+    ASSERT_STR_EQ(accel_buf_str(&b), out);
+    accel_buf_reset(&b);
+    ASSERT_OK(accel_buf_puts(&b, "p:"));
+    ASSERT_INT_EQ(wh_base64(&b, (const unsigned char *)raw, 300 * 6 + 1), ACCEL_ETOOBIG);
+    ASSERT_STR_EQ(accel_buf_str(&b), "p:");
+    accel_buf_free(&b);
+    free(raw);
+    free(out);
     /* allowed with a patch and a warning */
     wh_response_init(&resp);
     resp.patch = strdup("[{\"op\":\"add\",\"path\":\"/spec/containers/0/env\",\"value\":[]}]");

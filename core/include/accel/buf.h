@@ -30,6 +30,10 @@ struct accel_buf {
 /* Starts an empty buffer that may hold at most `max` bytes. */
 void accel_buf_init(struct accel_buf *b, size_t max);
 
+/* Makes room for `extra` more bytes at once, so that a caller that knows
+ * its size appends without regrowing.  ACCEL_ETOOBIG past max, ACCEL_ENOMEM. */
+enum accel_err accel_buf_reserve(struct accel_buf *b, size_t extra) ACCEL_WUR;
+
 /* Appends `n` bytes of `s`.  ACCEL_ETOOBIG past max, ACCEL_ENOMEM. */
 enum accel_err accel_buf_add(struct accel_buf *b, const char *s, size_t n) ACCEL_WUR;
 
