@@ -32,6 +32,7 @@ enum accel_err accel_buf_reserve(struct accel_buf *b, size_t extra)
     p = accel_realloc(b->data, cap);
     if (p == NULL)
         return ACCEL_ENOMEM;
+    p[b->len] = '\0'; /* a first allocation is a string too, before any append */
     b->data = p;
     b->cap = cap;
     return ACCEL_OK;
