@@ -309,9 +309,25 @@ static bool pod_wins(const char *name, bool builtin)
     return false;
 }
 
-/* The rank's whole environment: this process's, then core/env's on top (a
- * value the user has wins where accel_env_user_wins says so, and a pod's
- * config variables win over the built-in config's). */
+/* True when the rank keeps this process's value of `name` over core/env's:
+ * where accel_env_user_wins says so, and a pod's config variables over the
+ * built-in config's.  One rule for the launch and its --dry-run listing. */
+static bool env_kept(const char *name, const struct accel_site *site, bool builtin)
+{
+    return getenv(name) != NULL && (accel_env_user_wins(name, site) || pod_wins(name, builtin));
+}
+
+/* NAME of the NAME=VALUE item s, into a buffer of ACCEL_MAX_ENV_NAME + 1. */
+static void item_name(const char *s, char *name)
+{
+    const char *eq = strchr(s, '=');
+    size_t n = eq ? (size_t)(eq - s) : strlen(s);
+
+    snprintf(name, ACCEL_MAX_ENV_NAME + 1, "%.*s", (int)n, s);
+}
+
+/* The rank's whole environment: this process's, then core/env's on top
+ * (but what env_kept keeps). */
 static char **merge_env(const struct accel_env *env, const struct accel_site *site, bool builtin)
 {
     size_t n = 0, k = 0;
@@ -327,30 +343,39 @@ static char **merge_env(const struct accel_env *env, const struct accel_site *si
         char name[ACCEL_MAX_ENV_NAME + 1];
         if (eq == NULL || (size_t)(eq - environ[i]) > ACCEL_MAX_ENV_NAME)
             continue;
-        snprintf(name, sizeof(name), "%.*s", (int)(eq - environ[i]), environ[i]);
-        if (accel_env_get(env, name) != NULL && !accel_env_user_wins(name, site) &&
-            !pod_wins(name, builtin))
+        item_name(environ[i], name);
+        if (accel_env_get(env, name) != NULL && !env_kept(name, site, builtin))
             continue; /* replaced below */
         out[k++] = environ[i];
     }
     for (size_t i = 0; i < env->n; i++) {
-        const char *eq = strchr(env->v[i], '=');
         char name[ACCEL_MAX_ENV_NAME + 1];
-        snprintf(name, sizeof(name), "%.*s", (int)(eq - env->v[i]), env->v[i]);
-        if (getenv(name) != NULL && (accel_env_user_wins(name, site) || pod_wins(name, builtin)))
-            continue;
-        out[k++] = env->v[i];
+        item_name(env->v[i], name);
+        if (!env_kept(name, site, builtin))
+            out[k++] = env->v[i];
     }
     return out;
 }
 
+/* --dry-run: the variables the rank gets from the launch, as it gets them:
+ * a value this process's environment keeps is listed with that value, after
+ * a comment naming what the config would have set. */
 static void print_rank(const struct launch *l, unsigned i, const struct accel_env *env,
-                       const char *cpus)
+                       const char *cpus, const struct accel_site *site, bool builtin)
 {
     printf("# rank %u (node %u, local rank %u)%s%s\n", (l->node_rank - 1) * l->nproc + i,
            l->node_rank - 1, i, cpus ? ", CPUs " : "", cpus ? cpus : "");
-    for (size_t k = 0; k < env->n; k++)
-        puts(env->v[k]);
+    for (size_t k = 0; k < env->n; k++) {
+        char name[ACCEL_MAX_ENV_NAME + 1];
+        item_name(env->v[k], name);
+        if (!env_kept(name, site, builtin)) {
+            puts(env->v[k]);
+            continue;
+        }
+        printf("# %s: the environment's value is kept (%s would be set)\n", name,
+               env->v[k] + strlen(name) + 1);
+        printf("%s=%s\n", name, getenv(name));
+    }
 }
 
 int cli_launch(int argc, char **argv)
@@ -435,7 +460,7 @@ int cli_launch(int argc, char **argv)
         if (eplan.nranks && site.cpu_binding && plan.ranks[i].cpus && plan.ranks[i].cpus[0])
             cpus[i] = plan.ranks[i].cpus;
         if (l.dry_run) {
-            print_rank(&l, i, &envs[i], cpus[i]);
+            print_rank(&l, i, &envs[i], cpus[i], l.site_path ? &site : NULL, l.config == NULL);
             continue;
         }
         envps[i] = merge_env(&envs[i], l.site_path ? &site : NULL, l.config == NULL);

@@ -97,6 +97,17 @@ out=$(env ACCELERATE_MIXED_PRECISION=bf16 ACCELERATE_USE_FSDP=true FSDP_SHARDING
 contains "launch: a pod's ACCELERATE_*/FSDP_* win over the built-in config" "[1] mp=bf16 fsdp=true s=FULL_SHARD r=1"
 out=$(env ACCELERATE_MIXED_PRECISION=bf16 "$bin" launch -n 1 --config examples/gpt-cpu.yaml -- sh -c 'echo "mp=$ACCELERATE_MIXED_PRECISION"' 2>&1)
 contains "launch: with --config, the config's value wins" "[0] mp=no"
+# --dry-run lists what the rank gets: the pod's value where it is kept
+out=$(env ACCELERATE_MIXED_PRECISION=bf16 "$bin" launch -n 2 --dry-run 2>&1)
+contains "launch --dry-run: a kept pod value is listed as the rank gets it" "ACCELERATE_MIXED_PRECISION=bf16"
+contains "launch --dry-run: and says so" "# ACCELERATE_MIXED_PRECISION: the environment's value is kept (no would be set)"
+if printf '%s\n' "$out" | grep -q '^ACCELERATE_MIXED_PRECISION=no$'; then
+    bad "launch --dry-run: the built-in config's value is not listed where the pod's is kept" "$out"
+else
+    ok "launch --dry-run: the built-in config's value is not listed where the pod's is kept"
+fi
+out=$(env ACCELERATE_MIXED_PRECISION=bf16 "$bin" launch -n 1 --dry-run --config examples/gpt-cpu.yaml 2>&1)
+contains "launch --dry-run with --config: the config's value" "ACCELERATE_MIXED_PRECISION=no"
 
 # alive PID: the process exists and is not a zombie
 alive() { [ -n "$1" ] && [ -r "/proc/$1/stat" ] && ! sed 's/.*) //' "/proc/$1/stat" | grep -q '^Z'; }

@@ -23,8 +23,7 @@
       ENVIRON, of a rank `accelrun launch` started in that Pod, must equal
       the container's env (as envcheck) with the variables DRYRUN (the output
       of `accelrun launch --dry-run` in the same env) lists for its RANK set
-      over it (a boolean whose spelling alone differs, true/True: a note on
-      stderr, not a failure).
+      over it (--dry-run lists a value the container keeps as kept).
 
 Not here: running anything (podlab.sh does that in network namespaces).
 """
@@ -192,15 +191,6 @@ def rankcheck(podfile, environ, dryrun, extra):
     added = sorted(set(got) - set(want))
     missing = sorted(set(want) - set(got))
     differ = sorted(k for k in set(got) & set(want) if got[k] != want[k])
-    # The same boolean spelled differently (the node's "true" kept by the
-    # launch, "True" in --dry-run's list): the same to accelerate's
-    # str_to_bool, so noted on stderr, not failed.
-    bools = ("true", "false")
-    soft = [k for k in differ if got[k].lower() == want[k].lower() and got[k].lower() in bools]
-    differ = [k for k in differ if k not in soft]
-    for k in soft:
-        sys.stderr.write("# note: rank %s: %s=%s in the rank, %s in accelrun launch --dry-run "
-                         "(the container's value, kept)\n" % (rank, k, got[k], ranks[rank][k]))
     if added or missing or differ:
         print("rank %s: added: %s; missing: %s; differ: %s" % (
             rank, added, missing, ["%s=%r (want %r)" % (k, got[k], want[k]) for k in differ]))
