@@ -15,13 +15,13 @@
 #                            `tests/slurm/lab.sh down`)
 #   ACCELRUN_LAB_ORDER=0     do not run tests/slurm/order.sh (the 4-node
 #                            topology order case) at the end
-#   ACCELRUN_LAB_VENV        the accelerate venv of case p (default
-#                            /var/cache/accelrun-lab/venv, kept between runs)
+#   ACCELRUN_LAB_VENV        the accelerate venv of case p (default: the one
+#                            scripts/lab-venv.sh makes and caches)
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@"
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 BASE_ARGS=${ACCELRUN_PLUGSTACK_ARGS:-}
-VENV=${ACCELRUN_LAB_VENV:-/var/cache/accelrun-lab/venv}
+VENV=
 SITE_PORT_BASE=31000
 SITE_PORT_RANGE=200
 
@@ -428,54 +428,13 @@ p_name="p: accelerate Accelerator() in 4 tasks: num_processes, process_index, MU
 p_reason=$torch_reason
 [ -n "$p_reason" ] || p_reason=$venv_reason
 
-# accel_smoke: Accelerator() in two local processes over loopback, without Slurm
-# or the plugin, so an accelerate release that cannot run MULTI_CPU on this torch
-# is told apart from a plugin bug
-accel_smoke() {
-    local r pids="" res=0 p
-    for r in 0 1; do
-        env -i PATH=/usr/bin:/bin MASTER_ADDR=127.0.0.1 MASTER_PORT=29499 RANK=$r LOCAL_RANK=$r \
-            WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 ACCELERATE_USE_CPU=true GLOO_SOCKET_IFNAME=lo \
-            timeout 90 "$VENV/bin/python" "$ROOT/tests/interop/accelerate_state.py" >>"$plog" 2>&1 &
-        pids="$pids $!"
-    done
-    for p in $pids; do wait "$p" || res=1; done
-    return $res
-}
-# pip_accel SPEC: install SPEC into the venv; 0 when Accelerator() then works
-pip_accel() {
-    echo "torch==$tv" >"$VENV/constraints.txt"
-    if ! timeout 300 "$VENV/bin/pip" install -q --disable-pip-version-check -c "$VENV/constraints.txt" \
-        "$1" >"$plog" 2>&1; then
-        p_reason="pip install '$1' (with torch==$tv) failed: $(grep -v '^ *$' "$plog" | tail -n 1)"
-        return 1
+if [ -z "$p_reason" ]; then
+    if PYV=$(sh "$ROOT/scripts/lab-venv.sh" 2>"$W/lab-venv.err"); then
+        VENV=$(dirname "$(dirname "$PYV")")
+    else
+        p_reason="scripts/lab-venv.sh: $(tail -n 1 "$W/lab-venv.err")"
     fi
-    p_ver=$("$VENV/bin/python" -c 'import accelerate; print(accelerate.__version__)' 2>/dev/null)
-    if ! accel_smoke; then
-        p_reason="accelerate $p_ver cannot run MULTI_CPU with torch $tv: $(grep -E 'Error' "$plog" | tail -n 1)"
-        return 1
-    fi
-    p_reason=""
-}
-if [ -z "$p_reason" ] && ! "$VENV/bin/python" -c 'import accelerate' >/dev/null 2>&1; then
-    # --system-site-packages: the venv sees Debian's torch; the constraint keeps pip
-    # from replacing it, so pip picks the newest accelerate whose metadata accepts
-    # this torch (1.2.1 for torch 1.13).  That release's MULTI_CPU path calls
-    # torch.cpu.device_count(), which torch 1.13 lacks (accelerate >= 0.33 does);
-    # if the smoke test shows that, fall back to the newest release before it.
-    plog=$(mktemp)
-    tv=$(/usr/bin/python3 -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null)
-    rm -rf "$VENV"
-    mkdir -p "$(dirname "$VENV")"
-    if ! /usr/bin/python3 -m venv --system-site-packages "$VENV" >"$plog" 2>&1; then
-        p_reason="python3 -m venv failed: $(tail -n 1 "$plog")"
-    elif ! pip_accel accelerate; then
-        echo "$p_reason; using accelerate<0.33" >"$VENV/accelrun-note"
-        pip_accel "accelerate<0.33" || rm -rf "$VENV"
-    fi
-    rm -f "$plog"
 fi
-[ -z "$p_reason" ] && [ -s "$VENV/accelrun-note" ] && echo "# p: $(cat "$VENV/accelrun-note")"
 if [ -n "$p_reason" ]; then
     skipped "$p_name" "$p_reason"
 else
