@@ -301,7 +301,6 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory test-webhook
 	$(Q)$(MAKE) --no-print-directory test-deb
 	$(Q)$(MAKE) --no-print-directory test-slurm
-	$(Q)$(MAKE) --no-print-directory test-podlab
 	$(Q)bash tests/slurm/deb.sh $(BUILD)/deb
 
 # The two-node Slurm lab (root, network namespaces; says SKIP and why elsewhere).
@@ -387,11 +386,12 @@ all: webhook-core webhook
 # (tests/k8s/api.sh), the Helm chart's (tests/k8s/chart.sh), and the live
 # tier behind a real kube-apiserver v1.20.2 (tests/k8s/live.sh; built once
 # from Debian's source by scripts/kube-apiserver.sh, ~4.5 min, cached).
-# `make test-podlab`: two patched pods in network namespaces train together
-# (tests/k8s/podlab.sh); make test runs it after the Slurm lab, whose case p
-# makes the accelerate venv it shares.
+# Then the pod lab (tests/k8s/podlab.sh, also `make test-podlab`): the pods
+# it builds and the live tier's pods, read back from the API server
+# ($(BUILD)/k8s-live/pods), run in network namespaces and train together.
+LIVE_PODS := $(BUILD)/k8s-live/pods
 test-podlab: webhook $(CLI) $(TRAINER)
-	$(Q)bash tests/k8s/podlab.sh $(BUILD)
+	$(Q)PODLAB_SPECS=$(if $(wildcard $(LIVE_PODS)/*.get),$(LIVE_PODS)) bash tests/k8s/podlab.sh $(BUILD)
 .PHONY: test-podlab
 WEBHOOK_BIN := $(BUILD)/bin/accelrun-webhook
 WEBHOOK_SRV_OBJ := $(WEBHOOK_SRV_SRC:%.c=$(BUILD)/obj/%.o)
@@ -415,11 +415,12 @@ $(WEBHOOK_BIN): $(WEBHOOK_SRV_OBJ) $(WEBHOOK_OBJ) $(LIBA)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(WEBHOOK_SRV_OBJ) $(WEBHOOK_OBJ) $(LIBA) $(MHD_LIBS) $(CJSON_LIBS) \
 	    $(LIBS)
-test-webhook: webhook $(CLI)
+test-webhook: webhook $(CLI) $(TRAINER)
 	$(Q)bash tests/k8s/tls.sh $(BUILD)
 	$(Q)sh tests/k8s/api.sh $(BUILD)
 	$(Q)bash tests/k8s/chart.sh $(BUILD)
-	$(Q)bash tests/k8s/live.sh $(BUILD)
+	$(Q)LIVE_PODS=$(LIVE_PODS) bash tests/k8s/live.sh $(BUILD)
+	$(Q)$(MAKE) --no-print-directory test-podlab
 
 $(BUILD)/tests/test_webhook: $(BUILD)/obj/tests/unit/test_webhook.o $(WEBHOOK_OBJ) $(HARNESS_OBJ) \
     $(LIBA)

@@ -23,6 +23,8 @@ set -u
 TAP_NAME=chart
 # shellcheck source=tests/lib/tap.sh
 . "$(dirname "$0")/../lib/tap.sh"
+# shellcheck source=tests/k8s/lib.sh
+. "$(dirname "$0")/lib.sh" # wh_ca, wh_cert
 cd "$(dirname "$0")/../.." || exit 1
 
 BUILD=${1:-build}
@@ -349,8 +351,7 @@ if [ -n "$PY" ]; then
         --set tls.mode=selfSigned
 
     # an existing Secret and its CA
-    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T/ca.key" \
-        -out "$T/ca.crt" -days 2 -subj /CN=corp-ca >/dev/null 2>&1
+    wh_ca "$T" corp-ca
     CAB=$(base64 -w0 "$T/ca.crt")
     render "tls.mode=secret (existing Secret, given caBundle)" \
         "{\"mode\": \"secret\", \"secret_name\": \"corp-tls\", \"ca_bundle\": \"$CAB\"}" "$MODERN" -- \
@@ -380,8 +381,7 @@ EOF
     WH=$BUILD/bin/accelrun-webhook
     if [ -x "$WH" ] && [ -n "${SITE_DIR:-}" ]; then
         # the rendered site.yaml is a site file the webhook accepts
-        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T/wh.key" \
-            -out "$T/wh.crt" -days 1 -subj /CN=localhost >/dev/null 2>&1
+        wh_cert "$T" wh 1
         out=$(timeout 2 "$WH" --tls-cert "$T/wh.crt" --tls-key "$T/wh.key" --listen 127.0.0.1:0 \
             --site "$SITE_DIR/site.yaml" 2>&1)
         if [ $? = 124 ] && grep -q 'listening on' <<<"$out"; then

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # tests/k8s/lib.sh: what the webhook's shell tiers and bench/webhook.sh
-# share: a throwaway CA with server certificates for localhost/127.0.0.1,
-# and accelrun-webhook started on a free loopback port.
+# share: a throwaway CA with server certificates (for localhost/127.0.0.1
+# unless told otherwise), and accelrun-webhook started on a free loopback port.
 
 # wh_ca DIR CN: DIR/ca.crt and DIR/ca.key (openssl's output in DIR/openssl.log)
 wh_ca() {
@@ -9,14 +9,16 @@ wh_ca() {
         -out "$1/ca.crt" -days 2 -subj "/CN=$2" >>"$1/openssl.log" 2>&1
 }
 
-# wh_cert DIR NAME SERIAL: DIR/NAME.crt and DIR/NAME.key, signed by DIR's CA,
-# for localhost and 127.0.0.1; 0 when the certificate is there
+# wh_cert DIR NAME SERIAL [SANS [EKU]]: DIR/NAME.crt and DIR/NAME.key, signed
+# by DIR's CA, for SANS (default DNS:localhost,IP:127.0.0.1) and EKU (default
+# serverAuth); 0 when the certificate is there
 wh_cert() {
-    printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$1/ext"
+    printf 'subjectAltName=%s\nextendedKeyUsage=%s\n' "${4:-DNS:localhost,IP:127.0.0.1}" \
+        "${5:-serverAuth}" >"$1/$2.ext"
     openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$1/$2.key" \
-        -out "$1/$2.csr" -subj /CN=localhost >>"$1/openssl.log" 2>&1
+        -out "$1/$2.csr" -subj "/CN=${2}" >>"$1/openssl.log" 2>&1
     openssl x509 -req -in "$1/$2.csr" -CA "$1/ca.crt" -CAkey "$1/ca.key" -set_serial "0x$3" \
-        -days 2 -sha256 -extfile "$1/ext" -out "$1/$2.crt" >>"$1/openssl.log" 2>&1
+        -days 2 -sha256 -extfile "$1/$2.ext" -out "$1/$2.crt" >>"$1/openssl.log" 2>&1
     [ -s "$1/$2.crt" ]
 }
 
@@ -26,7 +28,8 @@ wh_cert() {
 wh_start() {
     local bin=$1 log=$2
     shift 2
-    "$bin" --listen 127.0.0.1:0 "$@" 2>"$log" &
+    : >"$log" # there before the first look below, however late the child opens it
+    "$bin" --listen 127.0.0.1:0 "$@" 2>>"$log" &
     WH_PID=$!
     WH_PORT=
     for _ in $(seq 100); do

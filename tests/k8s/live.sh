@@ -14,13 +14,16 @@
 # the webhook stopped creation is refused ("failed calling webhook"); a pod
 # without the annotation is stored unchanged; and, where the webhook has
 # --api-server, a ConfigMap config, a 403 once its RBAC binding is gone, and
-# the Job's completions checked; and the Helm chart installed by the Helm
-# engine (helm-python-sdk), where charts/accelrun-webhook exists.
+# the Job's completions checked; the Helm chart installed by the Helm
+# engine (helm-python-sdk), where charts/accelrun-webhook exists; and two
+# Jobs' pods, stored patched, read back for the pod lab (LIVE_PODS, default
+# BUILD/k8s-live/pods: tests/k8s/podlab.sh runs them with PODLAB_SPECS).
 # No scheduler or kubelet runs: pods stay Pending; nothing here runs them.
 #
 # usage: bash tests/k8s/live.sh [BUILD]   (default build; needs BUILD/bin/accelrun-webhook
 #                                          and BUILD/bin/accelrun)
 #        LIVE_KEEP=1 keeps the temporary folder (logs, manifests, kubeconfig)
+#        LIVE_PODS=DIR where the pod lab's Pods go; STEPS (default 200) of Job ltrain
 set -u
 # shellcheck disable=SC2034  # tap.sh reads them
 TAP_NAME=k8s-live TAP_TAIL=25
@@ -29,7 +32,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 # shellcheck source=tests/lib/tap.sh
 . "$ROOT/tests/lib/tap.sh"
 # shellcheck source=tests/k8s/lib.sh
-. "$ROOT/tests/k8s/lib.sh" # wh_start
+. "$ROOT/tests/k8s/lib.sh" # wh_ca, wh_cert, wh_start
 
 BUILD=${1:-build}
 case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
@@ -86,18 +89,11 @@ free_port() {
 
 # ---------------------------------------------------------------- certificates
 ossl() { openssl "$@" >>"$T/openssl.log" 2>&1; }
-ossl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T/ca.key" \
-    -out "$T/ca.crt" -days 2 -subj /CN=accelrun-live-ca
-# leaf NAME SANS: a server certificate signed by the CA
-leaf() {
-    printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$2" >"$T/$1.ext"
-    ossl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$T/$1.key" \
-        -out "$T/$1.csr" -subj "/CN=$1"
-    ossl x509 -req -in "$T/$1.csr" -CA "$T/ca.crt" -CAkey "$T/ca.key" -CAcreateserial \
-        -days 2 -sha256 -extfile "$T/$1.ext" -out "$T/$1.crt"
-}
-leaf apiserver "IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes.default.svc"
-leaf webhook "IP:127.0.0.1"
+wh_ca "$T" accelrun-live-ca
+# the API server's (also a client of the webhook) and the webhook's
+wh_cert "$T" apiserver 1001 "IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes.default.svc" \
+    serverAuth,clientAuth
+wh_cert "$T" webhook 1002 "IP:127.0.0.1"
 ossl genrsa -out "$T/sa.key" 2048
 ossl rsa -in "$T/sa.key" -pubout -out "$T/sa.pub"
 if [ ! -s "$T/webhook.crt" ] || [ ! -s "$T/apiserver.crt" ] || [ ! -s "$T/sa.pub" ]; then
@@ -372,6 +368,83 @@ differ = sorted(k for k in set(want) & set(env) if want[k] != env[k])
 assert not (missing or extra or differ), 'missing %s, extra %s, differ %s' % (missing, extra, differ)
 "
     done
+fi
+
+# ---------------------------------------------------------------- (f) Pods for the pod lab
+# Two Indexed Jobs whose pods the pod lab (tests/k8s/podlab.sh, PODLAB_SPECS)
+# runs as they are stored here: their `kubectl get pod -o json` go to
+# $PODS (LIVE_PODS; make test-webhook: BUILD/k8s-live/pods).
+#   lgloo   MULTI_CPU 2 x 1, torch's gloo all_reduce (/usr/bin/python3)
+#   ltrain  examples/gpt-cpu.yaml 2 x 2, accelrun launch -- train_gpt --steps STEPS
+#           (the loss log in the workingDir, a folder beside the Pods)
+PODS=${LIVE_PODS:-$BUILD/k8s-live/pods}
+STEPS=${STEPS:-200}
+rm -rf "$PODS"
+mkdir -p "$PODS"
+# labpod JOB INDEX UID CONFIG WORKDIR CMD...: the pod the Job's controller
+# would create, with the command of this machine ("the image") and the
+# controller's JOB_COMPLETION_INDEX
+labpod() {
+    python3 - "$NS" "$@" <<'PYEOF'
+import json, sys
+ns, job, i, uid, cfg, wd = sys.argv[1:7]
+cmd = sys.argv[7:]
+idx = "batch.kubernetes.io/job-completion-index"
+print(json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {
+    "generateName": "%s-%s-" % (job, i), "namespace": ns,
+    "labels": {"batch.kubernetes.io/job-name": job, "job-name": job, "controller-uid": uid,
+               "batch.kubernetes.io/controller-uid": uid, idx: i},
+    "annotations": {idx: i, "accelrun.io/config": open(cfg).read()},
+    "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": uid,
+                         "controller": True, "blockOwnerDeletion": True}]},
+    "spec": {"hostname": "%s-%s" % (job, i), "subdomain": job, "restartPolicy": "Never",
+             "enableServiceLinks": False,
+             "containers": [{"name": "trainer", "image": "accelrun-podlab:1", "command": cmd,
+                             "workingDir": wd,
+                             "env": [{"name": "LANG", "value": "C.UTF-8"},
+                                     {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
+                                         "fieldPath": "metadata.annotations['%s']" % idx}}}]}]}}))
+PYEOF
+}
+printf 'distributed_type: MULTI_CPU\nmixed_precision: "no"\nuse_cpu: true\nnum_machines: 2\nnum_processes: 2\n' >"$T/lgloo.yaml"
+{ cat "$ROOT/examples/gpt-cpu.yaml"; printf 'num_machines: 2\nnum_processes: 4\n'; } >"$T/ltrain.yaml"
+# labjob JOB CONFIG WORKDIR CMD...: the Job, then its 2 pods created and read back
+labjob() {
+    local j=$1 cfg=$2 wd=$3 uid name i
+    shift 3
+    CFG=$(cat "$cfg") job "$j" 2 >"$T/$j.job.json"
+    kc create --validate=false -f "$T/$j.job.json" -o json >"$T/$j.job.out" 2>"$T/$j.job.err" ||
+        { echo "Job $j: $(cat "$T/$j.job.err")"; return 1; }
+    uid=$(python3 -c "import json; print(json.load(open('$T/$j.job.out'))['metadata']['uid'])")
+    for i in 0 1; do
+        labpod "$j" $i "$uid" "$cfg" "$wd" "$@" >"$T/$j-$i.json" &&
+            kc create -f "$T/$j-$i.json" -o json >"$T/$j-$i.out" 2>"$T/$j-$i.err" ||
+            { echo "pod $j-$i: $(cat "$T/$j-$i.err")"; return 1; }
+        name=$(python3 -c "import json; print(json.load(open('$T/$j-$i.out'))['metadata']['name'])")
+        kc get pod "$name" -o json >"$PODS/$name.get" 2>"$T/$j-$i.err" ||
+            { echo "kubectl get pod $name: $(cat "$T/$j-$i.err")"; return 1; }
+        python3 -c "
+import json, sys
+c = json.load(open(sys.argv[1]))['spec']['containers'][0]
+env = {e['name'] for e in c['env']}
+assert {'MASTER_ADDR', 'WORLD_SIZE', 'LANG', 'JOB_COMPLETION_INDEX'} <= env, sorted(env)
+" "$PODS/$name.get" 2>&1 || return 1
+    done
+    echo "Job $j: pods $(cd "$PODS" && ls -- "$j"-*.get | sed 's/\.get$//' | paste -sd ' ')"
+}
+if out=$(labjob lgloo "$T/lgloo.yaml" / /usr/bin/python3 "$ROOT/tests/interop/torch_allreduce.py" 2>&1); then
+    ok "pod lab input: $out, stored patched, read back into $PODS"
+else
+    bad "pod lab input: Job lgloo's 2 pods created, stored patched, read back" "$out"
+fi
+if [ ! -x "$BUILD/bin/train_gpt" ]; then
+    skipped "pod lab input: Job ltrain" "no $BUILD/bin/train_gpt (make)"
+elif mkdir -p "$PODS/ltrain-run" &&
+    out=$(labjob ltrain "$T/ltrain.yaml" "$PODS/ltrain-run" "$CLI" launch -- "$BUILD/bin/train_gpt" \
+        --steps "$STEPS" --loss-log loss.log 2>&1); then
+    ok "pod lab input: $out (accelrun launch -- train_gpt --steps $STEPS), stored patched, read back into $PODS"
+else
+    bad "pod lab input: Job ltrain's 2 pods created, stored patched, read back" "$out"
 fi
 
 # ---------------------------------------------------------------- (b) an invalid config

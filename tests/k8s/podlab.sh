@@ -22,8 +22,10 @@
 # and for every pod: the container process's environment (/proc/PID/environ,
 # read once its command is exec'd) equals the patched spec's env plus the
 # kubelet's variables, nothing else.  PODLAB_SPECS=DIR adds the patched Pods
-# (*.json, *.get: `kubectl get pod -o json`, e.g. tests/k8s/live.sh's pod<i>.get) of DIR,
-# grouped by Job, are run and checked the same way (a command not on this
+# of DIR (*.json, *.get: `kubectl get pod -o json`; make test-webhook passes
+# those tests/k8s/live.sh stored through the real API server), grouped by
+# Job: they run as they are and get the checks of the case their command is
+# (train_gpt, torch_allreduce.py, accelerate_state.py; a command not on this
 # machine: SKIP, and /bin/sleep exec'd in its place for the env check).
 #
 # The namespaces are used under the Slurm lab's host lock (tests/slurm/lock.sh,
@@ -50,7 +52,6 @@ case $BUILD in /*) ;; *) BUILD=$PWD/$BUILD ;; esac
 WH=$BUILD/bin/accelrun-webhook
 CLI=$BUILD/bin/accelrun
 TRAIN=$BUILD/bin/train_gpt
-VENV=${ACCELRUN_LAB_VENV:-/var/cache/accelrun-lab/venv}
 STEPS=${STEPS:-200}
 LOCK_WAIT=${PODLAB_LOCK_WAIT:-300}
 FP32_STEP_TOL=1e-4
@@ -155,19 +156,18 @@ make_case() {
 make_case train "$T/train.yaml" "$CLI" launch -- "$TRAIN" --steps "$STEPS" --loss-log "$T/train/loss.log"
 have_torch=0 have_accel=0
 /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null && have_torch=1
-"$VENV/bin/python" -c 'import accelerate' 2>/dev/null && have_accel=1
+APY=$(sh "$ROOT/scripts/lab-venv.sh" 2>"$T/lab-venv.err") && have_accel=1
 if [ $have_torch = 1 ]; then
     make_case gloo "$T/cpu1.yaml" /usr/bin/python3 "$ROOT/tests/interop/torch_allreduce.py"
 else
     skipped "gloo: torch all_reduce in 2 pods" "no torch for /usr/bin/python3 (python3-torch)"
 fi
 if [ $have_accel = 1 ]; then
-    make_case accel "$T/cpu1.yaml" "$VENV/bin/python" "$ROOT/tests/interop/accelerate_state.py"
-    make_case launch "$T/cpu2.yaml" "$CLI" launch -- "$VENV/bin/python" \
-        "$ROOT/tests/interop/accelerate_state.py"
+    make_case accel "$T/cpu1.yaml" "$APY" "$ROOT/tests/interop/accelerate_state.py"
+    make_case launch "$T/cpu2.yaml" "$CLI" launch -- "$APY" "$ROOT/tests/interop/accelerate_state.py"
 else
     skipped "accel, launch: accelerate's Accelerator() in 2 pods" \
-        "no accelerate venv $VENV (bash tests/slurm/run.sh makes it, case p)"
+        "no accelerate venv: $(tail -n 1 "$T/lab-venv.err")"
 fi
 
 # the patched env, as the webhook documents it
@@ -390,14 +390,38 @@ $(tail -n 12 "$T/$1/out-0")
 $(tail -n 12 "$T/$1/out-1")"
     return 1
 }
+# kind_of CASE: what the pods of CASE run, from pod 0's command (the cases
+# built here and the Pods read back alike): "train STEPS LOG" (train_gpt, its
+# --steps and --loss-log against the workingDir), "gloo", "accel" (Accelerator()
+# directly), "launch" (Accelerator() under accelrun launch) or "other"
+kind_of() {
+    "$PY" - "$T/$1/pod-0.json" "$CLI" <<'PYEOF'
+import json, os, sys
+c = json.load(open(sys.argv[1]))["spec"]["containers"][0]
+cmd = c.get("command", []) + c.get("args", [])
+def opt(name, default):
+    return cmd[cmd.index(name) + 1] if name in cmd[:-1] else default
+base = [os.path.basename(a) for a in cmd]
+if "train_gpt" in base:
+    print("train", opt("--steps", "200"), os.path.join(c.get("workingDir", "/"), opt("--loss-log", "-")))
+elif "torch_allreduce.py" in base:
+    print("gloo")
+elif "accelerate_state.py" in base:
+    print("launch" if cmd[:1] == [sys.argv[2]] else "accel")
+else:
+    print("other")
+PYEOF
+}
 for c in "${CASES[@]}"; do
-    case $c in
-    train) what="train_gpt $STEPS steps, 2 pods x 2 ranks"; to=240 ;;
+    read -r kind ksteps klog <<<"$(kind_of "$c")"
+    case $kind in
+    train) what="train_gpt $ksteps steps, 2 pods x 2 ranks"; to=240 ;;
     gloo) what="torch gloo all_reduce, 2 pods x 1"; to=90 ;;
     accel) what="Accelerator(), 2 pods x 1"; to=90 ;;
     launch) what="accelrun launch -- Accelerator(), 2 pods x 2"; to=90 ;;
     *) what="the Pods read back"; to=90 ;;
     esac
+    [ "$kind" = train ] && rm -f "$klog" # a loss log of an earlier run of the Pods read back
     if ! run_case "$c" $to; then
         bad "$c: $what: the pods' command and env" "see above"
         continue
@@ -437,42 +461,45 @@ $(cat "$T/$c/note")"
         done
     fi
     cat "$T/$c/out-0" "$T/$c/out-1" >"$T/$c/out"
-    case $c in
+    h0=$(cat "$T/$c/x0.host") h1=$(cat "$T/$c/x1.host")
+    case $kind in
     train)
-        log=$T/train/loss.log
-        if [ -z "$REF" ] || [ ! -s "$log" ]; then
-            bad "train: loss curve against accelrun launch -n 4" "reference ${REF:-failed}; pod log $(wc -l <"$log" 2>/dev/null) lines"
+        log=$klog
+        if [ "$ksteps" != "$STEPS" ]; then
+            skipped "$c: loss curve against accelrun launch -n 4" "its pods train $ksteps steps, the reference $STEPS (STEPS)"
+        elif [ -z "$REF" ] || [ ! -s "$log" ]; then
+            bad "$c: loss curve against accelrun launch -n 4" "reference ${REF:-failed}; pod log $log: $(wc -l <"$log" 2>/dev/null) lines"
         elif [ "$(wc -l <"$log")" != "$(wc -l <"$REF")" ]; then
-            bad "train: the pods' loss log has the reference's $(wc -l <"$REF") lines" "$(wc -l <"$log") lines"
+            bad "$c: the pods' loss log has the reference's $(wc -l <"$REF") lines" "$(wc -l <"$log") lines"
         else
             read -r max at final val <<<"$(compare "$REF" "$log")"
-            echo "# train: step 1 $(awk 'NR==1 {print $2}' "$log") vs $(awk 'NR==1 {print $2}' "$REF")," \
+            echo "# $c: step 1 $(awk 'NR==1 {print $2}' "$log") vs $(awk 'NR==1 {print $2}' "$REF")," \
                 "step $STEPS $(awk -v s="$STEPS" '$1==s {print $2}' "$log") vs $(awk -v s="$STEPS" '$1==s {print $2}' "$REF")," \
                 "val $(awk '$2=="val" {print $3}' "$log") vs $(awk '$2=="val" {print $3}' "$REF") (pods vs one machine)"
             if cmp -s "$REF" "$log"; then
-                ok "train: 2 pods x 2 = accelrun launch -n 4: bit-identical loss logs ($STEPS steps + validation)"
+                ok "$c: 2 pods x 2 = accelrun launch -n 4: bit-identical loss logs ($STEPS steps + validation)"
             else
-                echo "# train: max relative difference $max (step $at), final $final, validation $val"
-                within "train: every step within $FP32_STEP_TOL of accelrun launch -n 4 (max $max at step $at)" "$max" $FP32_STEP_TOL
-                within "train: final step and validation within $FP32_FINAL_TOL ($final, $val)" \
+                echo "# $c: max relative difference $max (step $at), final $final, validation $val"
+                within "$c: every step within $FP32_STEP_TOL of accelrun launch -n 4 (max $max at step $at)" "$max" $FP32_STEP_TOL
+                within "$c: final step and validation within $FP32_FINAL_TOL ($final, $val)" \
                     "$(awk -v a="$final" -v b="$val" 'BEGIN { print (a > b ? a : b) }')" $FP32_FINAL_TOL
             fi
         fi
-        r0=$(sed -n 's/^\[[0-9]\] train_gpt: memory rank=\([0-9]\) world=4 .*/\1/p' "$T/train/out-0" | sort | tr '\n' ' ')
-        r1=$(sed -n 's/^\[[0-9]\] train_gpt: memory rank=\([0-9]\) world=4 .*/\1/p' "$T/train/out-1" | sort | tr '\n' ' ')
-        if [ "$r0$r1" = "0 1 2 3 " ]; then ok "train: world 4, ranks 0 1 in pod 0 and 2 3 in pod 1"
-        else bad "train: world 4, ranks 0 1 in pod 0 and 2 3 in pod 1" "pod 0: $r0; pod 1: $r1"; fi ;;
+        r0=$(sed -n 's/^\[[0-9]\] train_gpt: memory rank=\([0-9]\) world=4 .*/\1/p' "$T/$c/out-0" | sort | tr '\n' ' ')
+        r1=$(sed -n 's/^\[[0-9]\] train_gpt: memory rank=\([0-9]\) world=4 .*/\1/p' "$T/$c/out-1" | sort | tr '\n' ' ')
+        if [ "$r0$r1" = "0 1 2 3 " ]; then ok "$c: world 4, ranks 0 1 in pod 0 and 2 3 in pod 1"
+        else bad "$c: world 4, ranks 0 1 in pod 0 and 2 3 in pod 1" "pod 0: $r0; pod 1: $r1"; fi ;;
     gloo)
-        got=$(grep -o '^allreduce rank=[0-9] env_rank=[0-9] world=[0-9] sum=[0-9]* host=[^ ]*' "$T/gloo/out" | sort | tr '\n' ';')
-        want="allreduce rank=0 env_rank=0 world=2 sum=3 host=gloo-0;allreduce rank=1 env_rank=1 world=2 sum=3 host=gloo-1;"
-        if [ "$got" = "$want" ]; then ok "gloo: all_reduce in both pods: world 2, sum 3, ranks 0/1 on gloo-0/gloo-1"
-        else bad "gloo: all_reduce: want '$want'" "$got
-$(cat "$T/gloo/out")"; fi ;;
+        got=$(grep -o '^allreduce rank=[0-9] env_rank=[0-9] world=[0-9] sum=[0-9]* host=[^ ]*' "$T/$c/out" | sort | tr '\n' ';')
+        want="allreduce rank=0 env_rank=0 world=2 sum=3 host=$h0;allreduce rank=1 env_rank=1 world=2 sum=3 host=$h1;"
+        if [ "$got" = "$want" ]; then ok "$c: all_reduce in both pods: world 2, sum 3, ranks 0/1 on $h0/$h1"
+        else bad "$c: all_reduce: want '$want'" "$got
+$(cat "$T/$c/out")"; fi ;;
     accel | launch)
-        n=$([ "$c" = accel ] && echo 2 || echo 4)
-        got=$(grep -o "^\(\[[0-9]\] \)\?accelerator num_processes=$n process_index=[0-9] distributed_type=MULTI_CPU mixed_precision=no host=$c-[01]" "$T/$c/out" |
+        n=$([ "$kind" = accel ] && echo 2 || echo 4)
+        got=$(grep -o "^\(\[[0-9]\] \)\?accelerator num_processes=$n process_index=[0-9] distributed_type=MULTI_CPU mixed_precision=no host=[^ ]*" "$T/$c/out" |
             sed 's/^\[[0-9]\] //' | sed 's/.*process_index=\([0-9]\).*host=\(.*\)/\1@\2/' | sort | tr '\n' ' ')
-        want=$([ "$n" = 2 ] && echo "0@$c-0 1@$c-1 " || echo "0@$c-0 1@$c-0 2@$c-1 3@$c-1 ")
+        want=$([ "$n" = 2 ] && echo "0@$h0 1@$h1 " || echo "0@$h0 1@$h0 2@$h1 3@$h1 ")
         if [ "$got" = "$want" ]; then ok "$c: Accelerator() in every process: num_processes=$n, process_index@host ${want% }"
         else bad "$c: Accelerator(): want num_processes=$n, process_index@host '$want'" "got '$got'
 $(cat "$T/$c/out")"; fi ;;
