@@ -4,9 +4,14 @@
 # the same run, so the ratio is what deciding a review costs on top of TLS,
 # HTTP and libmicrohttpd:
 #
-#   1. wrk against GET /healthz, then POST /mutate with a realistic review
-#      (pod 1 of a 2-pod Indexed Job, an inline FSDP config, a container
-#      with env of its own): requests/s, p50 and p99 of each, the ratios;
+#   1. WEBHOOK_BENCH_ROUNDS (default 3) rounds of wrk against GET /healthz,
+#      then POST /mutate with a realistic review (pod 1 of a 2-pod Indexed
+#      Job, an inline FSDP config, a container with env of its own), then
+#      the same against a second server started with --config-cache 0 (each
+#      review loads its config, as a Job's first pod does), at
+#      WEBHOOK_BENCH_CONNS connections and at 2: requests/s, p50, p99 and
+#      the server's CPU time per request (/proc/PID/stat) of each; the
+#      medians, their spread, and the median of each round's ratio;
 #   2. a bounded loop of WEBHOOK_BENCH_REQUESTS (default 1,000,000) /mutate
 #      requests (10 s wrk runs until the count is passed): the server's
 #      resident memory (VmRSS) before and after.
@@ -38,9 +43,10 @@ if ! command -v wrk >/dev/null; then
     exit 0
 fi
 T=$(mktemp -d /tmp/webhook-bench.XXXXXX)
-PID=
+PID='' PID0=''
 cleanup() {
-    if [ -n "$PID" ]; then kill "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; fi
+    local p
+    for p in $PID $PID0; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
     rm -rf "$T"
 }
 trap cleanup EXIT
@@ -56,6 +62,17 @@ if [ -z "$port" ]; then
     exit 1
 fi
 url=https://127.0.0.1:$port
+# the same with --config-cache 0: every review loads its config, as the
+# first pod of each Job does
+wh_start "$bin" "$T/server0.log" --tls-cert "$T/tls.crt" --tls-key "$T/tls.key" \
+    --threads "$threads" --max-connections 1024 --config-cache 0
+PID0=$WH_PID
+if [ -z "$WH_PORT" ]; then
+    say "FAIL: the server with --config-cache 0 did not start: $(cat "$T/server0.log")"
+    exit 1
+fi
+url0=https://127.0.0.1:$WH_PORT
+SRV=$PID # the server whose CPU time run_wrk reads
 
 # A review as the API server sends it for pod 1 of an Indexed Job.
 cat >"$T/review.json" <<'EOF'
@@ -93,29 +110,64 @@ EOF
 to_ms() { # wrk's "1.23ms" / "850.00us" / "1.02s" as milliseconds
     awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) n /= 1000; else if (v ~ /ms$/) ; else if (v ~ /s$/) n *= 1000; printf "%.3f", n }'
 }
-run_wrk() { # NAME ARGS...: sets rps, p50, p99 from wrk --latency
-    local name=$1 out
-    shift
-    out=$(wrk -t2 -c"$conns" -d"${secs}s" --latency "$@" 2>&1)
-    rps=$(echo "$out" | awk '/^Requests\/sec:/ { print $2 }')
-    p50=$(to_ms "$(echo "$out" | awk '$1 == "50%" { print $2 }')")
-    p99=$(to_ms "$(echo "$out" | awk '$1 == "99%" { print $2 }')")
-    errs=$(echo "$out" | awk '/Non-2xx|Socket errors/ { print }' | tr '\n' ' ')
-    say "$name: $rps requests/s, p50 $p50 ms, p99 $p99 ms${errs:+ ($errs)}"
-}
 rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$PID/status"; }
-
-say "wrk 2 threads, $conns connections, ${secs} s each, TLS on loopback; server --threads $threads; $(nproc) cores shared with wrk"
-run_wrk "bare TLS 200 (GET /healthz)" "$url/healthz"
-bare_rps=$rps bare_p50=$p50 bare_p99=$p99
-run_wrk "POST /mutate (a realistic review, patched)" -s "$T/post.lua" "$url/mutate"
-mut_rps=$rps mut_p50=$p50 mut_p99=$p99
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$SRV/stat"; } # the server's utime + stime
+# run_wrk CONNS ARGS...: prints "rps p50 p99 cpu_us" (cpu_us: the server's
+# CPU time per request, from /proc/PID/stat, wrk's own excluded)
+run_wrk() {
+    local c=$1 out t0 t1 n
+    shift
+    t0=$(cpu_ticks)
+    out=$(wrk -t2 -c"$c" -d"${secs}s" --latency "$@" 2>&1)
+    t1=$(cpu_ticks)
+    n=$(echo "$out" | awk '/requests in/ { print $1 }')
+    errs=$(echo "$out" | awk '/Non-2xx|Socket errors/ { print }' | tr '\n' ' ')
+    [ -n "$errs" ] && say "wrk: $errs" >&2
+    printf '%s %s %s %s\n' "$(echo "$out" | awk '/^Requests\/sec:/ { print $2 }')" \
+        "$(to_ms "$(echo "$out" | awk '$1 == "50%" { print $2 }')")" \
+        "$(to_ms "$(echo "$out" | awk '$1 == "99%" { print $2 }')")" \
+        "$(awk -v d=$((t1 - t0)) -v n="${n:-0}" -v hz="$(getconf CLK_TCK)" 'BEGIN { if (n > 0) printf "%.1f", d / hz * 1e6 / n; else print 0 }')"
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0) printf "%.2f", a / b; else print "n/a" }'; }
-r99=$(ratio "$mut_p99" "$bare_p99")
-say "ratio /mutate / bare: p50 $(ratio "$mut_p50" "$bare_p50"), p99 $r99, throughput $(ratio "$mut_rps" "$bare_rps")"
-awk -v r="$r99" -v t="$mut_rps" 'BEGIN {
-    printf "webhook bench: goal p99 <= 1.3x bare: %s (%s); goal >= 5000 requests/s: %s (%.0f)\n",
-        (r + 0 <= 1.3 ? "met" : "missed"), r, (t + 0 >= 5000 ? "met" : "missed"), t }'
+med() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }         # median of a column
+spread() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%s-%s", lo, hi }'; }
+
+rounds=${WEBHOOK_BENCH_ROUNDS:-3}
+say "wrk 2 threads, ${secs} s a run, TLS on loopback; server --threads $threads; $(nproc) cores shared with wrk"
+say "$rounds rounds of: bare TLS 200 (GET /healthz), then POST /mutate (a realistic review, patched;"
+say "mutate: the config cache's default, as for every pod of a Job after its first; mutate-load:"
+say "a second server with --config-cache 0, every review loading its config, as a Job's first pod),"
+say "at $conns connections (saturation) and at 2 (one request in flight per wrk thread, no queueing)"
+: >"$T/runs"
+for r in $(seq "$rounds"); do
+    for c in "$conns" 2; do
+        read -r a b cc d <<<"$(run_wrk "$c" "$url/healthz")"
+        echo "$c bare $a $b $cc $d" >>"$T/runs"
+        read -r a b cc d <<<"$(run_wrk "$c" -s "$T/post.lua" "$url/mutate")"
+        echo "$c mutate $a $b $cc $d" >>"$T/runs"
+        read -r a b cc d <<<"$(SRV=$PID0 run_wrk "$c" -s "$T/post.lua" "$url0/mutate")"
+        echo "$c mutate-load $a $b $cc $d" >>"$T/runs"
+        say "round $r, $c connections (requests/s, p50 ms, p99 ms, server CPU µs/request): bare $(grep "^$c bare" "$T/runs" | tail -n 1 | cut -d' ' -f3-), mutate $(grep "^$c mutate " "$T/runs" | tail -n 1 | cut -d' ' -f3-), mutate with --config-cache 0 $a $b $cc $d"
+    done
+done
+# col C KIND FIELD: that field of every round (3 rps, 4 p50, 5 p99, 6 cpu)
+col() { awk -v c="$1" -v k="$2" -v f="$3" '$1 == c && $2 == k { print $f }' "$T/runs"; }
+for c in "$conns" 2; do
+    for k in bare mutate mutate-load; do
+        say "$(printf '%-11s' $k) at $c connections, median (spread) of $rounds: $(col "$c" $k 3 | med) ($(col "$c" $k 3 | spread)) requests/s, p50 $(col "$c" $k 4 | med) ms, p99 $(col "$c" $k 5 | med) ($(col "$c" $k 5 | spread)) ms, server CPU $(col "$c" $k 6 | med) µs/request"
+    done
+    # the ratio of each round, then their median
+    r99=$(paste <(col "$c" mutate 5) <(col "$c" bare 5) | awk '{ printf "%.2f\n", ($2 > 0 ? $1 / $2 : 0) }' | med)
+    r50=$(paste <(col "$c" mutate 4) <(col "$c" bare 4) | awk '{ printf "%.2f\n", ($2 > 0 ? $1 / $2 : 0) }' | med)
+    rcpu=$(paste <(col "$c" mutate 6) <(col "$c" bare 6) | awk '{ printf "%.2f\n", ($2 > 0 ? $1 / $2 : 0) }' | med)
+    say "ratio /mutate / bare at $c connections (median of the rounds'): p50 $r50, p99 $r99, server CPU per request $rcpu"
+    r99l=$(paste <(col "$c" mutate-load 5) <(col "$c" bare 5) | awk '{ printf "%.2f\n", ($2 > 0 ? $1 / $2 : 0) }' | med)
+    say "ratio /mutate with --config-cache 0 / bare at $c connections: p99 $r99l"
+    [ "$c" = "$conns" ] && R99=$r99 RPS=$(col "$c" mutate 3 | med)
+done
+awk -v r="$R99" -v t="$RPS" -v c="$conns" 'BEGIN {
+    printf "webhook bench: goal p99 <= 1.3x bare at %d connections: %s (%s); goal >= 5000 requests/s: %s (%.0f)\n",
+        c, (r + 0 <= 1.3 ? "met" : "missed"), r, (t + 0 >= 5000 ? "met" : "missed"), t }'
 
 before=$(rss)
 start=$(date +%s)

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,7 +127,10 @@ enum accel_err wh_site_load(const struct wh_srv_opts *o, struct wh_site_ref **ou
     r = accel_calloc(1, sizeof(*r));
     if (r == NULL)
         return accel_error_set(err, ACCEL_ENOMEM, "--site: out of memory");
+    static atomic_ulong gens;
+
     r->refs = 1;
+    r->gen = atomic_fetch_add(&gens, 1) + 1;
     accel_site_init(&r->site);
     if (o->site == NULL) {
         *out = r;

@@ -27,7 +27,7 @@ static const char usage[] =
     "                        [--threads N] [--max-connections N] [--timeout SECONDS]\n"
     "                        [--drain SECONDS] [--reload-interval SECONDS]\n"
     "                        [--api-server URL] [--api-token-file FILE] [--api-ca FILE]\n"
-    "                        [--api-timeout MS] [--api-cache SECONDS] [-v]\n"
+    "                        [--api-timeout MS] [--api-cache SECONDS] [--config-cache N] [-v]\n"
     "\n"
     "The Kubernetes admission webhook: POST /mutate answers AdmissionReview\n"
     "admission.k8s.io/v1 for the pods of Indexed Jobs annotated accelrun.io/config.\n"
@@ -50,6 +50,8 @@ static const char usage[] =
     "  --api-ca FILE            the API server's CA (default: the service account's ca.crt)\n"
     "  --api-timeout MS         per API request (default 2000)\n"
     "  --api-cache SECONDS      how long a ConfigMap or Job read is reused (default 10; 0: never)\n"
+    "  --config-cache N         configs kept loaded for the next pods of their Job (default 64;\n"
+    "                           0: each review loads its own)\n"
     "  -v, --verbose            a line per request, libmicrohttpd's messages\n"
     "\n"
     "Endpoints: POST /mutate, GET /healthz, GET /readyz, GET /metrics (Prometheus).\n"
@@ -105,6 +107,7 @@ enum {
     OPT_API_CA,
     OPT_API_TIMEOUT,
     OPT_API_CACHE,
+    OPT_CFG_CACHE,
 };
 
 int main(int argc, char **argv)
@@ -124,6 +127,7 @@ int main(int argc, char **argv)
         {"api-ca", required_argument, NULL, OPT_API_CA},
         {"api-timeout", required_argument, NULL, OPT_API_TIMEOUT},
         {"api-cache", required_argument, NULL, OPT_API_CACHE},
+        {"config-cache", required_argument, NULL, OPT_CFG_CACHE},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -140,6 +144,7 @@ int main(int argc, char **argv)
     };
     struct wh_api_opts ao = {.timeout_ms = 2000, .ttl_s = 10};
     struct wh_api *api = NULL;
+    unsigned cfg_slots = WH_CFG_CACHE_SLOTS;
     struct wh_fetch fetch;
     struct wh_srv *srv = NULL;
     struct accel_error err;
@@ -198,6 +203,10 @@ int main(int argc, char **argv)
             if (parse_uint("--api-cache", optarg, 0, 3600, &ao.ttl_s) != 0)
                 return EXIT_USAGE;
             break;
+        case OPT_CFG_CACHE:
+            if (parse_uint("--config-cache", optarg, 0, 4096, &cfg_slots) != 0)
+                return EXIT_USAGE;
+            break;
         case 'v':
             verbose = 1;
             break;
@@ -235,8 +244,14 @@ int main(int argc, char **argv)
     }
     wh_api_fetch(api, &fetch);
     o.fetch = api != NULL ? &fetch : NULL;
+    if (wh_cfg_cache_new(&o.cfg_cache, cfg_slots) != ACCEL_OK) {
+        fprintf(stderr, "accelrun-webhook: --config-cache %u: out of memory\n", cfg_slots);
+        wh_api_close(api);
+        return EXIT_USAGE;
+    }
     if (wh_srv_start(&srv, &o, &err) != ACCEL_OK) {
         fprintf(stderr, "accelrun-webhook: %s\n", err.msg);
+        wh_cfg_cache_free(o.cfg_cache);
         wh_api_close(api);
         return EXIT_USAGE;
     }
@@ -261,6 +276,7 @@ int main(int argc, char **argv)
         wh_srv_tick(srv, sig == SIGHUP);
     }
     wh_srv_stop(srv);
+    wh_cfg_cache_free(o.cfg_cache);
     wh_api_close(api);
     accel_log(ACCEL_LOG_INFO, "stopped");
     return 0;

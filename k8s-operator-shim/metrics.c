@@ -44,9 +44,10 @@ static unsigned long long get(atomic_ullong *v)
     return atomic_load_explicit(v, memory_order_relaxed);
 }
 
-enum accel_err wh_metrics_render(struct wh_metrics *m, struct accel_buf *b)
+enum accel_err wh_metrics_render(struct wh_metrics *m, struct wh_cfg_cache *cache,
+                                 struct accel_buf *b)
 {
-    unsigned long long cum = 0;
+    unsigned long long cum = 0, hits, misses;
     enum accel_err rc;
 
     rc = accel_buf_puts(b, "# HELP accelrun_webhook_requests_total POST /mutate requests by "
@@ -88,5 +89,15 @@ enum accel_err wh_metrics_render(struct wh_metrics *m, struct accel_buf *b)
                               "accelrun_webhook_request_duration_seconds_sum %.6f\n"
                               "accelrun_webhook_request_duration_seconds_count %llu\n",
                               cum, (double)get(&m->duration_us) / 1e6, cum);
+    if (rc == ACCEL_OK && cache != NULL) {
+        wh_cfg_cache_stats(cache, &hits, &misses);
+        rc = accel_buf_printf(b,
+                              "# HELP accelrun_webhook_config_cache_total Configs found loaded "
+                              "(hit) or loaded for the review (miss).\n"
+                              "# TYPE accelrun_webhook_config_cache_total counter\n"
+                              "accelrun_webhook_config_cache_total{result=\"hit\"} %llu\n"
+                              "accelrun_webhook_config_cache_total{result=\"miss\"} %llu\n",
+                              hits, misses);
+    }
     return rc;
 }

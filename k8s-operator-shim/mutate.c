@@ -237,15 +237,14 @@ static enum accel_err job_check(const struct wh_pod *pod, const char *job,
     return ACCEL_OK;
 }
 
-/* The config's findings: errors into the denial, warnings into the
- * response, in file order. */
-static enum accel_err report_findings(struct accel_diags *diags, struct wh_response *resp,
+/* The config's findings (sorted: cfgcache.c): errors into the denial,
+ * warnings into the response, in file order. */
+static enum accel_err report_findings(const struct accel_diags *diags, struct wh_response *resp,
                                       struct denial *d)
 {
     char line[1024];
     enum accel_err rc = ACCEL_OK;
 
-    accel_diags_sort(diags);
     for (size_t i = 0; i < diags->n && rc == ACCEL_OK; i++) {
         const struct accel_diag *g = &diags->v[i];
         /* "no main_process_ip": the webhook gives MASTER_ADDR itself, as
@@ -281,21 +280,23 @@ static enum accel_err build_patch(const struct wh_pod *pod, const bool *want,
                                   const struct accel_env *env, const struct accel_site *site,
                                   struct wh_response *resp)
 {
-    cJSON *ops = cJSON_CreateArray();
-    enum accel_err rc = ops ? ACCEL_OK : ACCEL_ENOMEM;
+    struct accel_buf ops;
+    size_t nops = 0;
+    enum accel_err rc;
 
+    /* its base64 must fit the response */
+    accel_buf_init(&ops, WH_MAX_RESPONSE / 4 * 3);
+    rc = accel_buf_reserve(&ops, 64 * env->n + 64);
+    if (rc == ACCEL_OK)
+        rc = accel_buf_add(&ops, "[", 1);
     for (size_t i = 0; i < pod->n && rc == ACCEL_OK; i++)
         if (want[i])
-            rc = wh_patch_env(ops, &pod->c[i], env->v, env->n, site, resp);
-    if (rc == ACCEL_OK && cJSON_GetArraySize(ops) > 0) {
-        char *text = cJSON_PrintUnformatted(ops);
-        resp->patch = text ? accel_strdup(text) : NULL;
-        resp->nops = (size_t)cJSON_GetArraySize(ops);
-        cJSON_free(text);
-        if (resp->patch == NULL)
-            rc = ACCEL_ENOMEM;
+            rc = wh_patch_env(&ops, &nops, &pod->c[i], env->v, env->n, site, resp);
+    if (rc == ACCEL_OK && nops > 0 && (rc = accel_buf_add(&ops, "]", 1)) == ACCEL_OK) {
+        resp->patch = accel_buf_take(&ops);
+        resp->nops = nops;
     }
-    cJSON_Delete(ops);
+    accel_buf_free(&ops);
     return rc;
 }
 
@@ -307,8 +308,9 @@ static enum accel_err decide(const struct wh_pod *pod, const struct wh_opts *opt
     struct accel_cfg_opts copts = {opts->version, opts->site, 0, 0};
     struct accel_env_opts eopts = {NULL, opts->site, false};
     struct accel_layout lay = {0, 0, 0, -1, -1, 0, NULL, 0, 0};
-    struct accel_cfg cfg;
-    struct accel_diags diags;
+    struct wh_cfg_key key = {NULL, NULL, 0, &copts, opts->site_gen};
+    const struct wh_cfg_entry *loaded = NULL;
+    const struct accel_cfg *cfg;
     struct accel_env env = {NULL, 0};
     struct accel_error cerr;
     bool *want = NULL;
@@ -319,8 +321,6 @@ static enum accel_err decide(const struct wh_pod *pod, const struct wh_opts *opt
     size_t len = 0;
     enum accel_err rc = ACCEL_OK;
 
-    memset(&cfg, 0, sizeof(cfg));
-    accel_diags_init(&diags);
     accel_error_clear(&cerr);
     want = accel_calloc(pod->n ? pod->n : 1, sizeof(*want));
     if (want == NULL)
@@ -351,35 +351,39 @@ static enum accel_err decide(const struct wh_pod *pod, const struct wh_opts *opt
     copts.nodes = completions > 0 && completions <= 1000000 ? (unsigned)completions : 0;
     gpus = target_gpus(pod, want);
     copts.gpus_per_node = gpus > 0 ? (unsigned)gpus : 0;
-    rc = accel_cfg_load_buffer(&cfg, name, text, len, &copts, &diags, &cerr);
-    if (rc == ACCEL_ENOMEM || diags.oom)
+    key.name = name;
+    key.text = text;
+    key.len = len;
+    rc = wh_cfg_get(opts->cache, &key, &loaded);
+    if (rc != ACCEL_OK)
         goto out;
-    rc = report_findings(&diags, resp, d);
+    rc = report_findings(&loaded->diags, resp, d);
     if (rc != ACCEL_OK || d->lines > 0 || d->dropped > 0)
         goto out;
+    cfg = &loaded->cfg;
     /* nodes: the config's count, else the Job's */
-    lay.nnodes = accel_map_find(&cfg.tree, "num_machines") != NULL ? (unsigned)cfg.num_machines
-                 : copts.nodes > 0                                 ? copts.nodes
-                                                                   : 1;
+    lay.nnodes = accel_map_find(&cfg->tree, "num_machines") != NULL ? (unsigned)cfg->num_machines
+                 : copts.nodes > 0                                  ? copts.nodes
+                                                                    : 1;
     if (index >= (long)lay.nnodes) {
         deny(d, "annotation " WH_ANN_INDEX ": %ld is not below num_machines (%u)%s", index,
              lay.nnodes,
-             accel_map_find(&cfg.tree, "num_machines") ? "" : "; the config does not set it");
+             accel_map_find(&cfg->tree, "num_machines") ? "" : "; the config does not set it");
         goto out;
     }
     lay.node_rank = (unsigned)index;
-    if (cfg.num_processes > 0)
-        per_node = cfg.num_processes / (long)lay.nnodes;
+    if (cfg->num_processes > 0)
+        per_node = cfg->num_processes / (long)lay.nnodes;
     /* the GPU limit counts processes only for a config that runs one per
      * GPU: not 'NO' (one process) nor a CPU job */
-    if (cfg.dist == ACCEL_DIST_NO || cfg.dist == ACCEL_DIST_MULTI_CPU || cfg.use_cpu)
+    if (cfg->dist == ACCEL_DIST_NO || cfg->dist == ACCEL_DIST_MULTI_CPU || cfg->use_cpu)
         gpus = 0;
     lay.nproc_per_node = per_node > 0 ? (unsigned)per_node : gpus > 0 ? (unsigned)gpus : 1;
     if (gpus > 0 && per_node > 0 && per_node < gpus &&
         (rc = wh_response_warn(resp,
                                "num_processes %ld over %u machines runs %ld process%s per pod; "
                                "the pod asks for %ld GPUs (" WH_GPU_RESOURCE ")",
-                               cfg.num_processes, lay.nnodes, per_node, per_node == 1 ? "" : "es",
+                               cfg->num_processes, lay.nnodes, per_node, per_node == 1 ? "" : "es",
                                gpus)) != ACCEL_OK)
         goto out;
     /* one process: the full per-process set; more: the node-level set */
@@ -401,15 +405,15 @@ static enum accel_err decide(const struct wh_pod *pod, const struct wh_opts *opt
                                pod->dns_policy ? pod->dns_policy : "ClusterFirst", master)) !=
             ACCEL_OK)
         goto out;
-    if (cfg.main_process_ip != NULL &&
+    if (cfg->main_process_ip != NULL &&
         (rc = wh_response_warn(resp,
                                "%s: main_process_ip is not used on Kubernetes: MASTER_ADDR is %s",
                                name, master)) != ACCEL_OK)
         goto out;
     /* each pod has its own network namespace: no port hashing as on Slurm */
-    if (cfg.main_process_port < 0)
+    if (cfg->main_process_port < 0)
         lay.master_port = opts->site ? opts->site->port_base : ACCEL_DEFAULT_PORT;
-    rc = accel_env_build(&cfg, &lay, &eopts, &env, &cerr);
+    rc = accel_env_build(cfg, &lay, &eopts, &env, &cerr);
     if (rc == ACCEL_ENOMEM)
         goto out;
     if (rc != ACCEL_OK) {
@@ -426,8 +430,7 @@ static enum accel_err decide(const struct wh_pod *pod, const struct wh_opts *opt
     rc = build_patch(pod, want, &env, opts->site, resp);
 out:
     accel_env_free(&env);
-    accel_cfg_free(&cfg);
-    accel_diags_free(&diags);
+    wh_cfg_release(loaded);
     free(owned);
     accel_free(want);
     return rc;
@@ -436,7 +439,7 @@ out:
 enum accel_err wh_mutate(const struct wh_review *rv, const struct wh_opts *opts,
                          struct wh_response *resp, struct accel_error *err)
 {
-    static const struct wh_opts none = {NULL, 0, NULL};
+    static const struct wh_opts none = {NULL, 0, NULL, NULL, 0};
     struct wh_pod pod;
     struct denial d = {{NULL, 0, 0, 0}, 0, 0, ACCEL_OK};
     enum accel_err rc;
@@ -469,6 +472,8 @@ enum accel_err wh_mutate(const struct wh_review *rv, const struct wh_opts *opts,
     }
     if (rc == ACCEL_ENOMEM)
         accel_error_set(err, rc, "out of memory");
+    else if (rc == ACCEL_ETOOBIG)
+        accel_error_set(err, rc, "response.patch: over the cap of %u bytes", WH_MAX_RESPONSE);
 out:
     accel_buf_free(&d.text);
     wh_pod_free(&pod);

@@ -8,7 +8,8 @@
  * (duplicates hide each other and break server-side apply, §1.7), so a
  * second run over this patch's own output adds nothing.  Only values made
  * here go into the patch: no user subtree is re-emitted through cJSON's
- * doubles.
+ * doubles.  The operations are written as JSON text straight into the
+ * caller's buffer (wh_json_quote), not built as a cJSON tree.
  */
 #include <stdio.h>
 #include <string.h>
@@ -36,35 +37,35 @@ bool wh_env_reserved(const char *name)
     return strcmp(name, "NVIDIA_VISIBLE_DEVICES") == 0 || strcmp(name, "CUDA_VISIBLE_DEVICES") == 0;
 }
 
-/* {"name": NAME, "value": VALUE}; env values are strings in the Pod
+/* {"name":NAME,"value":VALUE}, appended; env values are strings in the Pod
  * schema, whatever they look like. */
-static cJSON *env_entry(const char *name, const char *value)
+static enum accel_err env_entry(struct accel_buf *b, const char *name, const char *value)
 {
-    cJSON *o = cJSON_CreateObject();
+    enum accel_err rc = accel_buf_puts(b, "{\"name\":");
 
-    if (o == NULL || cJSON_AddStringToObject(o, "name", name) == NULL ||
-        cJSON_AddStringToObject(o, "value", value) == NULL) {
-        cJSON_Delete(o);
-        return NULL;
-    }
-    return o;
+    if (rc == ACCEL_OK)
+        rc = wh_json_quote(b, name);
+    if (rc == ACCEL_OK)
+        rc = accel_buf_puts(b, ",\"value\":");
+    if (rc == ACCEL_OK)
+        rc = wh_json_quote(b, value);
+    return rc == ACCEL_OK ? accel_buf_add(b, "}", 1) : rc;
 }
 
-/* {"op": "add", "path": PATH, "value": value}; takes value (deleted on
- * failure). */
-static enum accel_err add_op(cJSON *ops, const char *path, cJSON *value)
+/* ,{"op":"add","path":PATH,"value": -- the opening of an operation whose
+ * value the caller appends, then "}"; the comma unless it is the first. */
+static enum accel_err add_op(struct accel_buf *ops, size_t *nops, const char *path)
 {
-    cJSON *op = cJSON_CreateObject();
+    enum accel_err rc =
+        accel_buf_puts(ops, *nops ? ",{\"op\":\"add\",\"path\":" : "{\"op\":\"add\",\"path\":");
 
-    if (op == NULL || cJSON_AddStringToObject(op, "op", "add") == NULL ||
-        cJSON_AddStringToObject(op, "path", path) == NULL) {
-        cJSON_Delete(op);
-        cJSON_Delete(value);
-        return ACCEL_ENOMEM;
-    }
-    cJSON_AddItemToObject(op, "value", value);
-    cJSON_AddItemToArray(ops, op);
-    return ACCEL_OK;
+    if (rc == ACCEL_OK)
+        rc = wh_json_quote(ops, path);
+    if (rc == ACCEL_OK)
+        rc = accel_buf_puts(ops, ",\"value\":");
+    if (rc == ACCEL_OK)
+        (*nops)++;
+    return rc;
 }
 
 /* Compares an existing entry with NAME=VALUE: 1 the same literal value, 0
@@ -80,21 +81,22 @@ static int same_value(const cJSON *entry, const char *value)
     return cJSON_IsString(v) && strcmp(v->valuestring, value) == 0;
 }
 
-enum accel_err wh_patch_env(cJSON *ops, const struct wh_container *c, char *const *vars, size_t n,
-                            const struct accel_site *site, struct wh_response *resp)
+enum accel_err wh_patch_env(struct accel_buf *ops, size_t *nops, const struct wh_container *c,
+                            char *const *vars, size_t n, const struct accel_site *site,
+                            struct wh_response *resp)
 {
-    char base[64];
-    cJSON *list = NULL;
+    char base[64], path[64 + 2];
+    size_t mark = ops->len, added = 0; /* no env: the one operation's start */
     enum accel_err rc = ACCEL_OK;
 
     snprintf(base, sizeof(base), "/spec/containers/%u/env", c->index);
-    if (c->env == NULL && (list = cJSON_CreateArray()) == NULL)
-        return ACCEL_ENOMEM;
+    snprintf(path, sizeof(path), "%s/-", base);
+    if (c->env == NULL && (rc = add_op(ops, nops, base)) == ACCEL_OK)
+        rc = accel_buf_add(ops, "[", 1);
     for (size_t i = 0; i < n && rc == ACCEL_OK; i++) {
         const char *eq = strchr(vars[i], '=');
         char name[ACCEL_MAX_ENV_NAME + 1];
         const cJSON *have;
-        cJSON *e;
 
         if (eq == NULL || (size_t)(eq - vars[i]) > ACCEL_MAX_ENV_NAME)
             continue;
@@ -111,24 +113,24 @@ enum accel_err wh_patch_env(cJSON *ops, const struct wh_container *c, char *cons
                                       c->name, name, 96, vars[i]);
             continue;
         }
-        if ((e = env_entry(name, eq + 1)) == NULL) {
-            rc = ACCEL_ENOMEM;
-            break;
-        }
-        if (list != NULL) {
-            cJSON_AddItemToArray(list, e);
-            continue;
-        }
-        {
-            char path[sizeof(base) + 2];
-            snprintf(path, sizeof(path), "%s/-", base);
-            rc = add_op(ops, path, e);
+        if (c->env == NULL) /* an item of the one operation's array */
+            rc = added ? accel_buf_add(ops, ",", 1) : ACCEL_OK;
+        else
+            rc = add_op(ops, nops, path);
+        if (rc == ACCEL_OK)
+            rc = env_entry(ops, name, eq + 1);
+        if (rc == ACCEL_OK && c->env != NULL)
+            rc = accel_buf_add(ops, "}", 1);
+        added++;
+    }
+    if (rc == ACCEL_OK && c->env == NULL) {
+        if (added > 0) {
+            rc = accel_buf_add(ops, "]}", 2);
+        } else { /* nothing to add: the operation begun above is taken back */
+            ops->len = mark;
+            ops->data[mark] = '\0';
+            (*nops)--;
         }
     }
-    if (rc == ACCEL_OK && list != NULL && cJSON_GetArraySize(list) > 0) {
-        rc = add_op(ops, base, list);
-        list = NULL;
-    }
-    cJSON_Delete(list);
     return rc;
 }

@@ -414,67 +414,113 @@ enum accel_err wh_base64(struct accel_buf *b, const unsigned char *d, size_t n)
     return rc;
 }
 
+enum accel_err wh_json_quote(struct accel_buf *b, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    const char *run = s; /* bytes not yet appended, that need no escape */
+    enum accel_err rc = accel_buf_add(b, "\"", 1);
+
+    for (; *s && rc == ACCEL_OK; s++) {
+        unsigned char c = (unsigned char)*s;
+        char e[6] = {'\\', 0, 0, 0, 0, 0};
+        size_t n = 2;
+
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        switch (c) {
+        case '"':
+            e[1] = '"';
+            break;
+        case '\\':
+            e[1] = '\\';
+            break;
+        case '\b':
+            e[1] = 'b';
+            break;
+        case '\f':
+            e[1] = 'f';
+            break;
+        case '\n':
+            e[1] = 'n';
+            break;
+        case '\r':
+            e[1] = 'r';
+            break;
+        case '\t':
+            e[1] = 't';
+            break;
+        default:
+            memcpy(e + 1, "u00", 3);
+            e[4] = hex[c >> 4];
+            e[5] = hex[c & 15];
+            n = 6;
+        }
+        rc = accel_buf_add(b, run, (size_t)(s - run));
+        if (rc == ACCEL_OK)
+            rc = accel_buf_add(b, e, n);
+        run = s + 1;
+    }
+    if (rc == ACCEL_OK)
+        rc = accel_buf_add(b, run, (size_t)(s - run));
+    return rc == ACCEL_OK ? accel_buf_add(b, "\"", 1) : rc;
+}
+
 enum accel_err wh_response_encode(const char *uid, const struct wh_response *r, char **out,
                                   size_t *len, struct accel_error *err)
 {
-    cJSON *root = cJSON_CreateObject(), *resp = NULL;
-    struct accel_buf b64;
-    enum accel_err rc = ACCEL_ENOMEM;
-    char *text = NULL;
+    struct accel_buf b;
+    enum accel_err rc;
 
     *out = NULL;
     *len = 0;
-    accel_buf_init(&b64, WH_MAX_RESPONSE);
-    if (root == NULL || cJSON_AddStringToObject(root, "apiVersion", REVIEW_VERSION) == NULL ||
-        cJSON_AddStringToObject(root, "kind", REVIEW_KIND) == NULL ||
-        (resp = cJSON_AddObjectToObject(root, "response")) == NULL ||
-        cJSON_AddStringToObject(resp, "uid", uid) == NULL ||
-        cJSON_AddBoolToObject(resp, "allowed", r->allowed) == NULL)
-        goto out;
-    if (r->allowed && r->patch != NULL) {
-        rc = wh_base64(&b64, (const unsigned char *)r->patch, strlen(r->patch));
-        if (rc == ACCEL_ETOOBIG)
-            accel_error_set(err, rc, "response.patch: over the cap of %u bytes", WH_MAX_RESPONSE);
-        if (rc != ACCEL_OK)
-            goto out;
-        rc = ACCEL_ENOMEM;
-        if (cJSON_AddStringToObject(resp, "patchType", "JSONPatch") == NULL ||
-            cJSON_AddStringToObject(resp, "patch", accel_buf_str(&b64)) == NULL)
-            goto out;
+    accel_buf_init(&b, WH_MAX_RESPONSE);
+    rc = accel_buf_reserve(&b, 256 + (r->patch ? strlen(r->patch) / 3 * 4 + 4 : 0));
+    if (rc == ACCEL_OK)
+        rc = accel_buf_puts(&b, "{\"apiVersion\":\"" REVIEW_VERSION "\",\"kind\":\"" REVIEW_KIND
+                                "\",\"response\":{\"uid\":");
+    if (rc == ACCEL_OK)
+        rc = wh_json_quote(&b, uid);
+    if (rc == ACCEL_OK)
+        rc = accel_buf_puts(&b, r->allowed ? ",\"allowed\":true" : ",\"allowed\":false");
+    if (rc == ACCEL_OK && r->allowed && r->patch != NULL) {
+        rc = accel_buf_puts(&b, ",\"patchType\":\"JSONPatch\",\"patch\":\"");
+        if (rc == ACCEL_OK)
+            rc = wh_base64(&b, (const unsigned char *)r->patch, strlen(r->patch));
+        if (rc == ACCEL_OK)
+            rc = accel_buf_add(&b, "\"", 1);
     }
-    if (!r->allowed) {
-        cJSON *st = cJSON_AddObjectToObject(resp, "status");
-        if (st == NULL || cJSON_AddNumberToObject(st, "code", r->code ? r->code : 403) == NULL ||
-            cJSON_AddStringToObject(st, "message", r->message ? r->message : "denied") == NULL)
-            goto out;
+    if (rc == ACCEL_OK && !r->allowed) {
+        rc = accel_buf_printf(&b, ",\"status\":{\"code\":%d", r->code ? r->code : 403);
+        if (rc == ACCEL_OK)
+            rc = accel_buf_puts(&b, ",\"message\":");
+        if (rc == ACCEL_OK)
+            rc = wh_json_quote(&b, r->message ? r->message : "denied");
+        if (rc == ACCEL_OK)
+            rc = accel_buf_add(&b, "}", 1);
     }
-    if (r->nwarnings > 0) {
-        cJSON *w = cJSON_AddArrayToObject(resp, "warnings");
-        if (w == NULL)
-            goto out;
-        for (size_t i = 0; i < r->nwarnings; i++) {
-            cJSON *s = cJSON_CreateString(r->warnings[i]);
-            if (s == NULL)
-                goto out;
-            cJSON_AddItemToArray(w, s);
+    if (rc == ACCEL_OK && r->nwarnings > 0) {
+        rc = accel_buf_puts(&b, ",\"warnings\":[");
+        for (size_t i = 0; i < r->nwarnings && rc == ACCEL_OK; i++) {
+            if (i > 0)
+                rc = accel_buf_add(&b, ",", 1);
+            if (rc == ACCEL_OK)
+                rc = wh_json_quote(&b, r->warnings[i]);
         }
+        if (rc == ACCEL_OK)
+            rc = accel_buf_add(&b, "]", 1);
     }
-    text = cJSON_PrintUnformatted(root);
-    if (text == NULL)
-        goto out;
-    if (strlen(text) > WH_MAX_RESPONSE) {
-        rc = accel_error_set(err, ACCEL_ETOOBIG, "response: %zu bytes, over the cap of %u",
-                             strlen(text), WH_MAX_RESPONSE);
-        cJSON_free(text);
-        goto out;
+    if (rc == ACCEL_OK)
+        rc = accel_buf_add(&b, "}}", 2);
+    if (rc == ACCEL_OK) {
+        *len = b.len;
+        *out = accel_buf_take(&b);
+        if (*out == NULL)
+            rc = ACCEL_ENOMEM;
     }
-    *out = text;
-    *len = strlen(text);
-    rc = ACCEL_OK;
-out:
-    if (rc == ACCEL_ENOMEM)
-        accel_error_set(err, rc, "response: out of memory");
-    accel_buf_free(&b64);
-    cJSON_Delete(root);
-    return rc;
+    accel_buf_free(&b);
+    if (rc == ACCEL_ETOOBIG)
+        return accel_error_set(err, rc, "response: over the cap of %u bytes", WH_MAX_RESPONSE);
+    if (rc != ACCEL_OK)
+        return accel_error_set(err, rc, "response: out of memory");
+    return ACCEL_OK;
 }

@@ -209,6 +209,8 @@ static enum MHD_Result mutate(struct req *r, struct MHD_Connection *c)
     site = site_get(s);
     opts.site = site->have ? &site->site : NULL;
     opts.fetch = s->o.fetch;
+    opts.cache = s->o.cfg_cache;
+    opts.site_gen = site->gen;
     rc = wh_mutate(&rv, &opts, &resp, &err);
     if (rc == ACCEL_OK)
         rc = wh_response_encode(rv.uid, &resp, &out, &outlen, &err);
@@ -219,7 +221,7 @@ static enum MHD_Result mutate(struct req *r, struct MHD_Connection *c)
         count(r, resp.allowed ? WH_OUTCOME_ALLOWED : WH_OUTCOME_DENIED, resp.patch != NULL, 200);
         ret = respond(r, c, MHD_HTTP_OK, "application/json", out, outlen);
     }
-    cJSON_free(out);
+    accel_free(out);
     wh_response_free(&resp);
     wh_review_free(&rv);
     return ret;
@@ -253,7 +255,7 @@ static enum MHD_Result answer_other(struct req *r, struct MHD_Connection *c, con
             enum MHD_Result ret;
 
             accel_buf_init(&b, 64u << 10);
-            if (wh_metrics_render(s->m, &b) != ACCEL_OK) {
+            if (wh_metrics_render(s->m, s->o.cfg_cache, &b) != ACCEL_OK) {
                 accel_buf_free(&b);
                 return respond_text(r, c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
             }

@@ -63,9 +63,11 @@ struct wh_metrics {
  * handled to the response queued). */
 void wh_metrics_request(struct wh_metrics *m, enum wh_outcome o, double seconds, bool patched);
 
-/* Appends the Prometheus text format 0.0.4 of `m` to `b`.  ACCEL_ETOOBIG
- * past b's cap, ACCEL_ENOMEM. */
-enum accel_err wh_metrics_render(struct wh_metrics *m, struct accel_buf *b) ACCEL_WUR;
+/* Appends the Prometheus text format 0.0.4 of `m`, and of the config
+ * cache's lookups when `cache` is not NULL, to `b`.  ACCEL_ETOOBIG past b's
+ * cap, ACCEL_ENOMEM. */
+enum accel_err wh_metrics_render(struct wh_metrics *m, struct wh_cfg_cache *cache,
+                                 struct accel_buf *b) ACCEL_WUR;
 
 /* ---------------------------------------------------------------- server.c */
 
@@ -115,7 +117,8 @@ struct wh_srv_opts {
     unsigned drain_s;   /* seconds SIGTERM waits for requests in flight */
     unsigned reload_s;  /* seconds between checks of the three files */
     struct wh_metrics *metrics;
-    const struct wh_fetch *fetch; /* the API server; NULL: none */
+    const struct wh_fetch *fetch;   /* the API server; NULL: none */
+    struct wh_cfg_cache *cfg_cache; /* --config-cache; NULL: none */
 };
 
 struct wh_srv;
@@ -160,6 +163,7 @@ struct wh_site_ref {
     struct accel_site site;
     bool have; /* --site given */
     unsigned refs;
+    unsigned long gen; /* a new number for every load (the config cache's key) */
 };
 
 void wh_fsig_read(struct wh_fsig *s, const char *path);

@@ -5,7 +5,8 @@
  *              --pod.c-----> struct wh_pod (the fields accelrun reads)
  *              --mutate.c--> struct wh_response (allowed / denied, warnings)
  *                            through core/config and core/env, the code the
- *                            SPANK plugin and `accelrun env` run
+ *                            SPANK plugin and `accelrun env` run (the loaded
+ *                            config kept for the Job's next pods: cfgcache.c)
  *              --patch.c---> the RFC 6902 JSON Patch of the env lists
  *              --review.c--> the AdmissionReview response bytes
  *
@@ -23,16 +24,23 @@
  * Ownership: each struct owns what its *_free releases; const char * fields
  * documented as "into the review" point into the review's cJSON tree and live
  * as long as it.
+ *
+ * Threads: every function may run on several threads at once on different
+ * reviews; the one shared object, struct wh_cfg_cache, locks itself.
  */
 #ifndef WH_WEBHOOK_H
 #define WH_WEBHOOK_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cjson/cJSON.h>
 
 #include "accel/buf.h"
+#include "accel/config.h"
+#include "accel/diag.h"
 #include "accel/err.h"
 #include "accel/site.h"
 
@@ -120,14 +128,22 @@ enum accel_err wh_response_deny(struct wh_response *r, const char *fmt, ...)
 
 /* The AdmissionReview admission.k8s.io/v1 answering `uid`: response.uid,
  * allowed, patchType "JSONPatch" and the base64 patch when r->patch is set,
- * status {code, message} when denied, warnings when any.  *out (caller frees
- * with cJSON_free) is NUL-terminated, *len bytes without the NUL. */
+ * status {code, message} when denied, warnings when any, as compact JSON.
+ * *out (caller frees with accel_free) is NUL-terminated, *len bytes without
+ * the NUL.  ACCEL_ETOOBIG past WH_MAX_RESPONSE, ACCEL_ENOMEM. */
 enum accel_err wh_response_encode(const char *uid, const struct wh_response *r, char **out,
                                   size_t *len, struct accel_error *err) ACCEL_WUR;
 
 /* Standard base64 with padding (RFC 4648 §4) of `n` bytes, appended to b.
  * ACCEL_ETOOBIG past b's cap, ACCEL_ENOMEM. */
 enum accel_err wh_base64(struct accel_buf *b, const unsigned char *data, size_t n) ACCEL_WUR;
+
+/* Appends `s` as a JSON string literal, quotes included, escaped as cJSON's
+ * printer escapes it (", \, \b \f \n \r \t, other bytes below 0x20 as
+ * \u00xx; every other byte as it is): the patch and the response are
+ * written straight into one buffer, not built as cJSON trees and printed.
+ * ACCEL_ETOOBIG past b's cap, ACCEL_ENOMEM. */
+enum accel_err wh_json_quote(struct accel_buf *b, const char *s) ACCEL_WUR;
 
 /* obj[key] when present and not null (else *out NULL); ACCEL_EINVAL naming
  * `field` when it is not of the type `want` (cJSON_Object, cJSON_Array or
@@ -187,16 +203,18 @@ enum accel_err wh_pointer_escape(struct accel_buf *b, const char *seg) ACCEL_WUR
  * the device plugin (NVIDIA_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES). */
 bool wh_env_reserved(const char *name);
 
-/* Adds to `ops` (a cJSON array) the operations that give container `c` the
+/* Appends to `ops` (the text of a JSON array being written, after its "["),
+ * and counts in *nops, the operations that give container `c` the
  * "NAME=VALUE" entries of vars[0..n): one `add .../env` with them all when
  * the container has no env, else one `add .../env/-` per name it lacks.  A
  * name the container already has is kept; when its value differs (or comes
  * from valueFrom) a warning naming the container and the variable goes to
  * `resp`, unless a launcher keeps the user's value anyway
  * (accel_env_user_wins with `site`, may be NULL: OMP_NUM_THREADS...).
- * Reserved names are skipped.  ACCEL_ENOMEM only. */
-enum accel_err wh_patch_env(cJSON *ops, const struct wh_container *c, char *const *vars, size_t n,
-                            const struct accel_site *site, struct wh_response *resp) ACCEL_WUR;
+ * Reserved names are skipped.  ACCEL_ETOOBIG past ops's cap, ACCEL_ENOMEM. */
+enum accel_err wh_patch_env(struct accel_buf *ops, size_t *nops, const struct wh_container *c,
+                            char *const *vars, size_t n, const struct accel_site *site,
+                            struct wh_response *resp) ACCEL_WUR;
 
 /* ---------------------------------------------------------------- mutate.c */
 
@@ -236,10 +254,64 @@ struct wh_fetch {
     void *ctx;
 };
 
+/* ---------------------------------------------------------------- cfgcache.c */
+
+/* A config loaded once for the reviews that carry it (the pods of a Job):
+ * accel_cfg_load_buffer's result for exactly this key. */
+struct wh_cfg_key {
+    const char *name; /* the source, as findings locate it */
+    const char *text; /* the config's bytes */
+    size_t len;
+    const struct accel_cfg_opts *opts; /* version, site, nodes, gpus_per_node */
+    unsigned long site_gen;            /* changes whenever opts->site's content may have */
+};
+
+#define WH_CFG_CACHE_SLOTS 64             /* entries by default (--config-cache) */
+#define WH_CFG_CACHE_MAX_TEXT (64u << 10) /* larger configs are loaded every time */
+
+struct wh_cfg_entry {
+    struct accel_cfg cfg;     /* when rc is ACCEL_OK */
+    struct accel_diags diags; /* its findings, sorted */
+    enum accel_err rc;        /* accel_cfg_load_buffer's */
+    /* the cache's: the key (copies), references, last use */
+    uint64_t hash;
+    char *name, *text;
+    size_t len;
+    unsigned version, nodes, gpus;
+    const struct accel_site *site;
+    unsigned long site_gen;
+    atomic_uint refs;
+    uint64_t used; /* under the cache's lock */
+    bool cached;   /* under the cache's lock */
+};
+
+struct wh_cfg_cache;
+
+/* A cache of `slots` entries (0: *out NULL, which every function takes as
+ * "no cache").  ACCEL_ENOMEM. */
+enum accel_err wh_cfg_cache_new(struct wh_cfg_cache **out, size_t slots) ACCEL_WUR;
+/* Frees the cache; entries still held are freed by their wh_cfg_release,
+ * which may come later. */
+void wh_cfg_cache_free(struct wh_cfg_cache *c);
+
+/* The loaded config for k, from c when it is there, else loaded now (and
+ * kept in c); *out is the caller's until wh_cfg_release(*out), read-only
+ * (other reviews may hold it too).  A config with errors is an entry too
+ * (its rc and findings).  ACCEL_ENOMEM only. */
+enum accel_err wh_cfg_get(struct wh_cfg_cache *c, const struct wh_cfg_key *k,
+                          const struct wh_cfg_entry **out) ACCEL_WUR;
+void wh_cfg_release(const struct wh_cfg_entry *e);
+
+/* Lookups answered from the cache, and those that loaded. */
+void wh_cfg_cache_stats(struct wh_cfg_cache *c, unsigned long long *hits,
+                        unsigned long long *misses);
+
 struct wh_opts {
     const struct accel_site *site; /* NULL: no site policy */
     unsigned version;              /* accelerate version (0 = newest) */
     const struct wh_fetch *fetch;  /* NULL: no API server */
+    struct wh_cfg_cache *cache;    /* NULL: every config loaded for its review */
+    unsigned long site_gen;        /* with cache: a new number for every site loaded */
 };
 
 /* Decides one review: allowed with no patch (no accelrun annotation, not a

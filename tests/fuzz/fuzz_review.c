@@ -27,6 +27,7 @@
 #include <cjson/cJSON.h>
 
 #include "../../k8s-operator-shim/webhook.h"
+#include "accel/alloc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -138,7 +139,7 @@ static void check_encoding(const char *uid, const struct wh_response *resp)
         (cJSON_GetObjectItemCaseSensitive(r, "status") != NULL) == resp->allowed)
         abort();
     cJSON_Delete(back);
-    cJSON_free(out);
+    accel_free(out);
 }
 
 /* Decides once more on the patched pod: allowed, nothing to add. */
@@ -168,10 +169,47 @@ static void rerun(const struct wh_review *rv, cJSON *pod, const struct wh_opts *
     cJSON_free(text);
 }
 
+/* The response's bytes under opts, NULL when the review is not decided. */
+static char *answer(const struct wh_review *rv, const struct wh_opts *opts)
+{
+    struct wh_response resp;
+    struct accel_error err;
+    char *out = NULL;
+    size_t len;
+
+    if (wh_mutate(rv, opts, &resp, &err) == ACCEL_OK &&
+        wh_response_encode(rv->uid, &resp, &out, &len, &err) != ACCEL_OK)
+        out = NULL;
+    wh_response_free(&resp);
+    return out;
+}
+
+/* With the config cache (one for the whole run, so earlier inputs' configs
+ * are in it), twice: the same bytes as without. */
+static void check_cached(const struct wh_review *rv, const struct wh_opts *plain)
+{
+    static struct wh_cfg_cache *cache;
+    struct wh_opts cached = *plain;
+    char *want, *got;
+
+    if (cache == NULL && wh_cfg_cache_new(&cache, 4) != ACCEL_OK)
+        abort();
+    cached.cache = cache;
+    cached.site_gen = 1;
+    want = answer(rv, plain);
+    for (int i = 0; i < 2; i++) {
+        got = answer(rv, &cached);
+        if ((want == NULL) != (got == NULL) || (want != NULL && strcmp(want, got) != 0))
+            abort();
+        accel_free(got);
+    }
+    accel_free(want);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct wh_fetch api = {fake_configmap, fake_job, NULL};
-    const struct wh_opts opts[2] = {{NULL, 0, NULL}, {NULL, 0, &api}};
+    const struct wh_opts opts[2] = {{NULL, 0, NULL, NULL, 0}, {NULL, 0, &api, NULL, 0}};
     struct wh_review rv;
     struct accel_error err;
     enum accel_err rc;
@@ -215,6 +253,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         wh_response_free(&resp);
     }
+    check_cached(&rv, &opts[1]);
     wh_review_free(&rv);
     return 0;
 }

@@ -42,6 +42,19 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# docs/webhook.md's `accelrun-webhook --help` block (indented 4) is what the binary prints
+DOC=$(dirname "$0")/../../docs/webhook.md
+awk '/^`accelrun-webhook --help` prints:$/ { on = 1; next }
+     on == 1 && /^    / { on = 2 }
+     on == 2 && !/^    / && !/^$/ { exit }
+     on == 2 { sub(/^    /, ""); print }' "$DOC" | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}' >"$T/help.doc"
+"$BIN" --help >"$T/help.bin" 2>&1
+if [ -s "$T/help.doc" ] && cmp -s "$T/help.doc" "$T/help.bin"; then
+    ok "docs/webhook.md: \`accelrun-webhook --help\` is what the binary prints"
+else
+    bad "docs/webhook.md: \`accelrun-webhook --help\` is what the binary prints" "$(diff "$T/help.doc" "$T/help.bin")"
+fi
+
 # ---------------------------------------------------------------- certificates
 wh_ca "$T" accelrun-test-ca
 wh_cert "$T" 1001 1001
@@ -185,13 +198,14 @@ m_bad=$(metric 'accelrun_webhook_requests_total{outcome="bad_request"}')
 m_patches=$(metric accelrun_webhook_patches_total)
 m_count=$(metric accelrun_webhook_request_duration_seconds_count)
 m_inf=$(metric 'accelrun_webhook_request_duration_seconds_bucket{le="+Inf"}')
+m_miss=$(metric 'accelrun_webhook_config_cache_total{result="miss"}')
 if [ "$code" = 200 ] && [ "$m_allowed" = 1 ] && [ "$m_denied" = 1 ] && [ "$m_bad" = 4 ] &&
-    [ "$m_patches" = 1 ] && [ "$m_count" = 6 ] && [ "$m_inf" = 6 ]; then
-    ok "GET /metrics: allowed 1, denied 1, bad_request 4, patches 1, histogram count 6"
+    [ "$m_patches" = 1 ] && [ "$m_count" = 6 ] && [ "$m_inf" = 6 ] && [ "$m_miss" = 2 ]; then
+    ok "GET /metrics: allowed 1, denied 1, bad_request 4, patches 1, histogram count 6, config cache misses 2"
 else
-    bad "GET /metrics: allowed 1, denied 1, bad_request 4, patches 1, histogram count 6" \
+    bad "GET /metrics: allowed 1, denied 1, bad_request 4, patches 1, histogram count 6, config cache misses 2" \
         "status $code; allowed=$m_allowed denied=$m_denied bad=$m_bad patches=$m_patches \
-count=$m_count inf=$m_inf"
+count=$m_count inf=$m_inf miss=$m_miss"
 fi
 
 if curl -sS --max-time 5 -o /dev/null "http://127.0.0.1:$PORT/healthz" 2>/dev/null; then

@@ -607,9 +607,8 @@ TEST(write_durable_failures_leave_nothing)
 
 TEST_LIST(T(err_every_code_has_distinct_texts), T(err_unknown_codes), T(err_values_are_stable),
           T(err_set_clear_at), T(err_sys_saves_errno), T(buf_cap_is_enforced), T(buf_printf),
-          T(buf_take_and_reset), T(buf_reserve),
-          T(buf_out_of_memory_keeps_content), T(alloc_calloc_overflow),
-          T(alloc_hooks_and_strings), T(read_file_round_trip), T(read_file_missing),
-          T(read_file_not_regular), T(read_file_over_cap), T(read_file_unreadable),
-          T(read_file_out_of_memory), T(write_durable_replaces_atomically), T(write_durable_mode),
-          T(write_durable_failures_leave_nothing))
+          T(buf_take_and_reset), T(buf_reserve), T(buf_out_of_memory_keeps_content),
+          T(alloc_calloc_overflow), T(alloc_hooks_and_strings), T(read_file_round_trip),
+          T(read_file_missing), T(read_file_not_regular), T(read_file_over_cap),
+          T(read_file_unreadable), T(read_file_out_of_memory), T(write_durable_replaces_atomically),
+          T(write_durable_mode), T(write_durable_failures_leave_nothing))

@@ -16,10 +16,12 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
 
+#include "accel/alloc.h"
 #include "accel/config.h"
 #include "accel/env.h"
 #include "accel/site.h"
@@ -675,7 +677,7 @@ TEST(invalid_config_denied_located)
     ASSERT(cJSON_GetObjectItem(cJSON_GetObjectItem(back, "response"), "patch") == NULL);
     ASSERT(cJSON_GetObjectItem(cJSON_GetObjectItem(back, "response"), "patchType") == NULL);
     cJSON_Delete(back);
-    cJSON_free(out);
+    accel_free(out);
     wh_response_free(&resp);
     /* not YAML at all: the parser's position */
     set_annotation(pod, WH_ANN_CONFIG, "num_machines: [2\n");
@@ -1336,14 +1338,14 @@ TEST(response_encoding)
     ASSERT_INT_EQ(cJSON_GetArraySize(w), 1);
     ASSERT_STR_EQ(cJSON_GetStringValue(cJSON_GetArrayItem(w, 0)), "a warning with ünïcode");
     cJSON_Delete(back);
-    cJSON_free(out);
+    accel_free(out);
     wh_response_free(&resp);
     /* allowed, nothing to patch: neither patch nor patchType */
     wh_response_init(&resp);
     ASSERT_OK(wh_response_encode("u", &resp, &out, &len, &err));
     ASSERT_STR_EQ(out, "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\","
                        "\"response\":{\"uid\":\"u\",\"allowed\":true}}");
-    cJSON_free(out);
+    accel_free(out);
     /* a denial drops a patch made before it */
     resp.patch = strdup("[]");
     ASSERT_OK(wh_response_deny(&resp, "no: %d", 1));
@@ -1352,8 +1354,239 @@ TEST(response_encoding)
     ASSERT_STR_EQ(out, "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\","
                        "\"response\":{\"uid\":\"u\",\"allowed\":false,\"status\":{\"code\":403,"
                        "\"message\":\"no: 1\"}}}");
-    cJSON_free(out);
+    accel_free(out);
     wh_response_free(&resp);
+}
+
+/* wh_json_quote writes what cJSON's printer writes, byte for byte (the
+ * patch and the response are written without it, the goldens compare the
+ * bytes): every byte value alone and inside text, and a long mixed string */
+TEST(json_quote_matches_cjson)
+{
+    char s[600];
+    struct accel_buf b;
+    size_t k = 0;
+
+    for (int c = 1; c < 256; c++) {
+        const char one[] = {(char)c, '\0'}, mid[] = {'a', (char)c, 'b', '\0'};
+        const char *cases[] = {one, mid};
+        for (size_t i = 0; i < N_OF(cases); i++) {
+            cJSON *str = cJSON_CreateString(cases[i]);
+            char *want = cJSON_PrintUnformatted(str);
+            accel_buf_init(&b, 64);
+            ASSERT_OK(wh_json_quote(&b, cases[i]));
+            if (strcmp(accel_buf_str(&b), want) != 0)
+                test_fail(__FILE__, __LINE__, "byte 0x%02x: %s, cJSON %s", c, accel_buf_str(&b),
+                          want);
+            accel_buf_free(&b);
+            cJSON_free(want);
+            cJSON_Delete(str);
+        }
+    }
+    for (int c = 1; k + 1 < sizeof(s); c = c % 255 + 1)
+        s[k++] = (char)(c * 7 % 255 + 1);
+    s[k] = '\0';
+    {
+        cJSON *str = cJSON_CreateString(s);
+        char *want = cJSON_PrintUnformatted(str);
+        accel_buf_init(&b, 4096);
+        ASSERT_OK(accel_buf_puts(&b, "x"));
+        ASSERT_OK(wh_json_quote(&b, s));
+        ASSERT(b.data[0] == 'x');
+        ASSERT_STR_EQ(b.data + 1, want);
+        ASSERT_OK(wh_json_quote(&b, ""));
+        ASSERT_STR_EQ(b.data + b.len - 2, "\"\"");
+        accel_buf_free(&b);
+        cJSON_free(want);
+        cJSON_Delete(str);
+    }
+    /* past the cap: ETOOBIG */
+    accel_buf_init(&b, 8);
+    ASSERT_INT_EQ(wh_json_quote(&b, "0123456789"), ACCEL_ETOOBIG);
+    accel_buf_free(&b);
+}
+
+/* ---------------------------------------------------------------- the config cache */
+
+/* The response bytes of `pod`'s review under opts. */
+static char *answer(const cJSON *pod, const struct wh_opts *opts)
+{
+    char *text = review_of(pod, "u-1"), *out;
+    struct wh_review rv;
+    struct wh_response resp;
+    struct accel_error err;
+    size_t len;
+
+    accel_error_clear(&err);
+    if (wh_review_decode(&rv, text, strlen(text), &err) != ACCEL_OK ||
+        wh_mutate(&rv, opts, &resp, &err) != ACCEL_OK ||
+        wh_response_encode(rv.uid, &resp, &out, &len, &err) != ACCEL_OK)
+        test_fail(__FILE__, __LINE__, "%s", err.msg);
+    wh_response_free(&resp);
+    wh_review_free(&rv);
+    cJSON_free(text);
+    return out;
+}
+
+static const char cfg_typo[] = "distributed_type: MULTI_GPU\n"
+                               "num_machines: 2\n"
+                               "mixed_precison: bf16\n";
+
+/* The pods of the cases below: two ranks of two configs, and a refused one. */
+static cJSON *cache_pod(int k)
+{
+    static const char *const cfgs[] = {cfg_1x2, cfg_fsdp_4x2, cfg_typo};
+    return job_pod(k % 2, cfgs[(k / 2) % 3], k % 3 == 0 ? 4 : -1, k % 4 == 1 ? "A=1" : NULL);
+}
+#define CACHE_PODS 12
+
+struct cache_run {
+    const struct wh_opts *opts;
+    char **want; /* CACHE_PODS answers without a cache */
+    unsigned seed;
+    int bad;
+};
+
+static void *cache_thread(void *arg)
+{
+    struct cache_run *r = arg;
+
+    for (int i = 0; i < 150; i++) {
+        int k = (int)(rand_r(&r->seed) % CACHE_PODS);
+        cJSON *pod = cache_pod(k);
+        char *got = answer(pod, r->opts);
+        r->bad += strcmp(got, r->want[k]) != 0;
+        accel_free(got);
+        cJSON_Delete(pod);
+    }
+    return NULL;
+}
+
+/* With the cache every answer is byte for byte the uncached one (allowed,
+ * patched, warned or denied), whatever was loaded before, on one thread or
+ * four; a new site generation, node count or GPU limit is a miss; an entry
+ * held by a review outlives its eviction; a config too large is never
+ * kept. */
+TEST(config_cache)
+{
+    struct wh_opts plain = {NULL, 0, NULL, NULL, 0}, cached = plain;
+    struct accel_cfg_opts copts = {0, NULL, 2, 0};
+    struct wh_cfg_key key = {"annotation accelrun.io/config", cfg_1x2, sizeof(cfg_1x2) - 1, &copts,
+                             7};
+    const struct wh_cfg_entry *held, *e;
+    char *want[CACHE_PODS], *big;
+    unsigned long long hits, misses;
+    struct cache_run runs[4];
+    pthread_t th[4];
+    size_t n;
+
+    for (int k = 0; k < CACHE_PODS; k++) {
+        cJSON *pod = cache_pod(k);
+        want[k] = answer(pod, &plain);
+        cJSON_Delete(pod);
+    }
+    ASSERT(strstr(want[4], "mixed_precison") != NULL && strstr(want[4], "\"allowed\":false"));
+    ASSERT(strstr(want[0], "\"patch\"") != NULL);
+    /* one thread: twice over every pod */
+    ASSERT_OK(wh_cfg_cache_new(&cached.cache, 2));
+    cached.site_gen = 1;
+    for (int pass = 0; pass < 2; pass++)
+        for (int k = 0; k < CACHE_PODS; k++) {
+            cJSON *pod = cache_pod(k);
+            char *got = answer(pod, &cached);
+            if (strcmp(got, want[k]) != 0)
+                test_fail(__FILE__, __LINE__, "pod %d, pass %d: %s\nwithout the cache: %s", k, pass,
+                          got, want[k]);
+            accel_free(got);
+            cJSON_Delete(pod);
+        }
+    wh_cfg_cache_stats(cached.cache, &hits, &misses);
+    test_note("one thread, 2 slots, 24 reviews: %llu hits, %llu misses", hits, misses);
+    ASSERT_INT_EQ(hits + misses, 2 * CACHE_PODS);
+    ASSERT(hits > 0 && misses >= 4);
+    /* four threads */
+    for (int t = 0; t < 4; t++) {
+        runs[t] = (struct cache_run){&cached, want, (unsigned)t * 7919u + 1, 0};
+        ASSERT_INT_EQ(pthread_create(&th[t], NULL, cache_thread, &runs[t]), 0);
+    }
+    for (int t = 0; t < 4; t++) {
+        ASSERT_INT_EQ(pthread_join(th[t], NULL), 0);
+        ASSERT_INT_EQ(runs[t].bad, 0);
+    }
+    wh_cfg_cache_free(cached.cache);
+
+    /* the key: each part of it */
+    ASSERT_OK(wh_cfg_cache_new(&cached.cache, 8));
+    ASSERT_OK(wh_cfg_get(cached.cache, &key, &held));
+    ASSERT_INT_EQ(held->rc, ACCEL_OK);
+    ASSERT_OK(wh_cfg_get(cached.cache, &key, &e));
+    ASSERT(e == held);
+    wh_cfg_release(e);
+    key.site_gen = 8;
+    ASSERT_OK(wh_cfg_get(cached.cache, &key, &e));
+    ASSERT(e != held);
+    wh_cfg_release(e);
+    key.site_gen = 7;
+    copts.nodes = 3; /* a Job of 3: the config's 2 machines is now an error */
+    ASSERT_OK(wh_cfg_get(cached.cache, &key, &e));
+    ASSERT(e != held && e->diags.errors > 0);
+    wh_cfg_release(e);
+    copts.nodes = 2;
+    copts.gpus_per_node = 8;
+    ASSERT_OK(wh_cfg_get(cached.cache, &key, &e));
+    ASSERT(e != held);
+    wh_cfg_release(e);
+    copts.gpus_per_node = 0;
+    key.name = "configmap ml/c/config.yaml";
+    ASSERT_OK(wh_cfg_get(cached.cache, &key, &e));
+    ASSERT(e != held);
+    wh_cfg_release(e);
+    wh_cfg_cache_stats(cached.cache, &hits, &misses);
+    ASSERT_INT_EQ(hits, 1);
+    ASSERT_INT_EQ(misses, 5);
+    wh_cfg_cache_free(cached.cache);
+    /* held past the cache's end, and past its eviction */
+    ASSERT_INT_EQ(held->cfg.num_machines, 2);
+    wh_cfg_release(held);
+
+    ASSERT_OK(wh_cfg_cache_new(&cached.cache, 1));
+    key.name = "annotation accelrun.io/config";
+    ASSERT_OK(wh_cfg_get(cached.cache, &key, &held));
+    key.text = cfg_fsdp_4x2;
+    key.len = sizeof(cfg_fsdp_4x2) - 1;
+    ASSERT_OK(wh_cfg_get(cached.cache, &key, &e)); /* evicts the first */
+    ASSERT_INT_EQ(held->cfg.num_processes, 2);
+    ASSERT_INT_EQ(e->cfg.num_processes, 8);
+    wh_cfg_release(e);
+    wh_cfg_release(held);
+    /* over WH_CFG_CACHE_MAX_TEXT: loaded each time */
+    n = WH_CFG_CACHE_MAX_TEXT + 100;
+    big = malloc(n + 1);
+    memset(big, '#', n);
+    memcpy(big + n - sizeof(cfg_1x2), "\n", 1);
+    memcpy(big + n - sizeof(cfg_1x2) + 1, cfg_1x2, sizeof(cfg_1x2) - 1);
+    big[n] = '\0';
+    key.text = big;
+    key.len = n;
+    for (int i = 0; i < 2; i++) {
+        ASSERT_OK(wh_cfg_get(cached.cache, &key, &e));
+        ASSERT_INT_EQ(e->rc, ACCEL_OK);
+        ASSERT_INT_EQ(e->cfg.num_machines, 2);
+        ASSERT(!e->cached);
+        wh_cfg_release(e);
+    }
+    free(big);
+    wh_cfg_cache_stats(cached.cache, &hits, &misses);
+    ASSERT_INT_EQ(hits, 0);
+    wh_cfg_cache_free(cached.cache);
+    /* no cache at all */
+    key.text = cfg_1x2;
+    key.len = sizeof(cfg_1x2) - 1;
+    ASSERT_OK(wh_cfg_get(NULL, &key, &e));
+    ASSERT_INT_EQ(e->cfg.num_machines, 2);
+    wh_cfg_release(e);
+    for (int k = 0; k < CACHE_PODS; k++)
+        accel_free(want[k]);
 }
 
 TEST(warning_caps)
@@ -1511,7 +1744,7 @@ TEST(golden_admission)
             cJSON_Delete(ops);
         } else if (access(path, F_OK) == 0 && getenv("ACCEL_GOLDEN_WRITE") == NULL)
             test_fail(__FILE__, __LINE__, "%s: no patch now, but the file is there", path);
-        cJSON_free(out);
+        accel_free(out);
         wh_response_free(&resp);
         wh_review_free(&rv);
         free(body);
@@ -1530,5 +1763,6 @@ TEST_LIST(T(no_annotation_allowed_untouched), T(one_process_pod_without_env),
           T(node_level_set_for_gpu_limit_4), T(cpu_and_single_process_configs),
           T(user_variable_kept_with_warning), T(never_gpu_visibility), T(host_network_dns_warning),
           T(layout_denials), T(config_map_and_job_through_the_api), T(site_policy_and_ports),
-          T(not_a_pod_create), T(bad_requests), T(caps), T(response_encoding), T(warning_caps),
-          T(pointer_escaping), T(deterministic), T(golden_admission))
+          T(not_a_pod_create), T(bad_requests), T(caps), T(response_encoding),
+          T(json_quote_matches_cjson), T(config_cache), T(warning_caps), T(pointer_escaping),
+          T(deterministic), T(golden_admission))
