@@ -113,6 +113,9 @@ out:
 
 /* Loads the site file into a new reference (refs 1); the message is the
  * first finding, located, and the count of the others. */
+/* the site loads of this process, numbered for the config cache's key */
+static atomic_ulong site_gens;
+
 enum accel_err wh_site_load(const struct wh_srv_opts *o, struct wh_site_ref **out,
                             struct accel_error *err)
 {
@@ -127,10 +130,8 @@ enum accel_err wh_site_load(const struct wh_srv_opts *o, struct wh_site_ref **ou
     r = accel_calloc(1, sizeof(*r));
     if (r == NULL)
         return accel_error_set(err, ACCEL_ENOMEM, "--site: out of memory");
-    static atomic_ulong gens;
-
     r->refs = 1;
-    r->gen = atomic_fetch_add(&gens, 1) + 1;
+    r->gen = atomic_fetch_add(&site_gens, 1) + 1;
     accel_site_init(&r->site);
     if (o->site == NULL) {
         *out = r;

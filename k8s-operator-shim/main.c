@@ -204,7 +204,7 @@ int main(int argc, char **argv)
                 return EXIT_USAGE;
             break;
         case OPT_CFG_CACHE:
-            if (parse_uint("--config-cache", optarg, 0, 4096, &cfg_slots) != 0)
+            if (parse_uint("--config-cache", optarg, 0, WH_CFG_CACHE_MAX_SLOTS, &cfg_slots) != 0)
                 return EXIT_USAGE;
             break;
         case 'v':

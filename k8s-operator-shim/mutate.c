@@ -300,8 +300,8 @@ static enum accel_err build_patch(const struct wh_pod *pod, const bool *want,
     return rc;
 }
 
-/* Everything after the pod was read.  Returns ACCEL_ENOMEM or ACCEL_OK;
- * problems go to the denial. */
+/* Everything after the pod was read.  Returns ACCEL_OK, ACCEL_ENOMEM, or
+ * ACCEL_ETOOBIG for a patch over its cap; problems go to the denial. */
 static enum accel_err decide(const struct wh_pod *pod, const struct wh_opts *opts,
                              struct wh_response *resp, struct denial *d)
 {
@@ -473,7 +473,8 @@ enum accel_err wh_mutate(const struct wh_review *rv, const struct wh_opts *opts,
     if (rc == ACCEL_ENOMEM)
         accel_error_set(err, rc, "out of memory");
     else if (rc == ACCEL_ETOOBIG)
-        accel_error_set(err, rc, "response.patch: over the cap of %u bytes", WH_MAX_RESPONSE);
+        accel_error_set(err, rc, "response.patch: over the cap of %u bytes of JSON (%u as base64)",
+                        WH_MAX_RESPONSE / 4 * 3, WH_MAX_RESPONSE);
 out:
     accel_buf_free(&d.text);
     wh_pod_free(&pod);

@@ -474,10 +474,12 @@ enum accel_err wh_response_encode(const char *uid, const struct wh_response *r, 
     *out = NULL;
     *len = 0;
     accel_buf_init(&b, WH_MAX_RESPONSE);
-    rc = accel_buf_reserve(&b, 256 + (r->patch ? strlen(r->patch) / 3 * 4 + 4 : 0));
-    if (rc == ACCEL_OK)
-        rc = accel_buf_puts(&b, "{\"apiVersion\":\"" REVIEW_VERSION "\",\"kind\":\"" REVIEW_KIND
-                                "\",\"response\":{\"uid\":");
+    /* room for all of it at once where that fits the cap; where it does
+     * not, the appends below find out whether the response does */
+    if (accel_buf_reserve(&b, 256 + (r->patch ? strlen(r->patch) / 3 * 4 + 4 : 0)) != ACCEL_OK)
+        accel_buf_reset(&b);
+    rc = accel_buf_puts(&b, "{\"apiVersion\":\"" REVIEW_VERSION "\",\"kind\":\"" REVIEW_KIND
+                            "\",\"response\":{\"uid\":");
     if (rc == ACCEL_OK)
         rc = wh_json_quote(&b, uid);
     if (rc == ACCEL_OK)

@@ -267,7 +267,9 @@ struct wh_cfg_key {
 };
 
 #define WH_CFG_CACHE_SLOTS 64             /* entries by default (--config-cache) */
+#define WH_CFG_CACHE_MAX_SLOTS 1024       /* --config-cache's cap */
 #define WH_CFG_CACHE_MAX_TEXT (64u << 10) /* larger configs are loaded every time */
+#define WH_CFG_CACHE_MAX_BYTES (8u << 20) /* of the texts kept, in all */
 
 struct wh_cfg_entry {
     struct accel_cfg cfg;     /* when rc is ACCEL_OK */
@@ -318,7 +320,8 @@ struct wh_opts {
  * Pod CREATE, nothing left to add), allowed with a patch and warnings, or
  * denied with every located finding.  `resp` is initialised here.
  * ACCEL_EINVAL (400) when the Pod's fields have the wrong types,
- * ACCEL_ENOMEM; otherwise ACCEL_OK. */
+ * ACCEL_ETOOBIG (413) for a patch over the response's cap, ACCEL_ENOMEM;
+ * otherwise ACCEL_OK. */
 enum accel_err wh_mutate(const struct wh_review *rv, const struct wh_opts *opts,
                          struct wh_response *resp, struct accel_error *err) ACCEL_WUR;
 

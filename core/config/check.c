@@ -170,9 +170,11 @@ static void check_value(struct walk *w, const struct key_spec *k, const struct a
     struct accel_buf b;
 
     accel_buf_init(&b, 100);
-    if (accel_val_pystr(v, &b) != ACCEL_OK) {
-        /* A long value: show its start only. */
-    }
+    /* ETOOBIG: a long value, whose start is shown; ENOMEM: the finding would
+     * lose its value, so the list is marked incomplete (a cache must not
+     * keep it: k8s-operator-shim/cfgcache.c) */
+    if (accel_val_pystr(v, &b) == ACCEL_ENOMEM)
+        w->d->oom = 1;
     snprintf(got, sizeof(got), "%s", accel_buf_str(&b));
     accel_buf_free(&b);
 

@@ -114,10 +114,11 @@ static void conflicts(const struct accel_val *user, const struct accel_val *enfo
             continue;
         accel_buf_init(&want, 200);
         accel_buf_init(&got, 200);
-        if (accel_val_pystr(&e->val, &want) != ACCEL_OK ||
-            accel_val_pystr(&u->val, &got) != ACCEL_OK) {
-            /* Cut: the start is enough to name the values. */
-        }
+        /* ETOOBIG: cut, the start is enough to name the values; ENOMEM: the
+         * list is marked incomplete (as check.c's check_value) */
+        if (accel_val_pystr(&e->val, &want) == ACCEL_ENOMEM ||
+            accel_val_pystr(&u->val, &got) == ACCEL_ENOMEM)
+            d->oom = 1;
         accel_diag_add(d, ACCEL_SEV_ERROR, &u->val.mark, path,
                        "the site policy enforces %s: %s (%s:%u:%u); this config sets %s: delete "
                        "the key or set it to %s",

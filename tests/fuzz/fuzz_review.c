@@ -28,6 +28,7 @@
 
 #include "../../k8s-operator-shim/webhook.h"
 #include "accel/alloc.h"
+#include "accel/site.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -185,8 +186,8 @@ static char *answer(const struct wh_review *rv, const struct wh_opts *opts)
 }
 
 /* With the config cache (one for the whole run, so earlier inputs' configs
- * are in it), twice: the same bytes as without. */
-static void check_cached(const struct wh_review *rv, const struct wh_opts *plain)
+ * are in it), twice: the same bytes as without.  `gen` names the site. */
+static void check_cached(const struct wh_review *rv, const struct wh_opts *plain, unsigned long gen)
 {
     static struct wh_cfg_cache *cache;
     struct wh_opts cached = *plain;
@@ -195,7 +196,7 @@ static void check_cached(const struct wh_review *rv, const struct wh_opts *plain
     if (cache == NULL && wh_cfg_cache_new(&cache, 4) != ACCEL_OK)
         abort();
     cached.cache = cache;
-    cached.site_gen = 1;
+    cached.site_gen = gen;
     want = answer(rv, plain);
     for (int i = 0; i < 2; i++) {
         got = answer(rv, &cached);
@@ -205,6 +206,9 @@ static void check_cached(const struct wh_review *rv, const struct wh_opts *plain
     }
     accel_free(want);
 }
+
+static struct accel_site site;
+static int site_state; /* 1 once loaded */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -253,7 +257,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         wh_response_free(&resp);
     }
-    check_cached(&rv, &opts[1]);
+    /* without a site policy, and with one (defaults, an enforced key, a port) */
+    if (site_state == 0) {
+        static const char text[] = "defaults:\n  mixed_precision: fp16\nenforce:\n"
+                                   "  dynamo_config:\n    dynamo_backend: 'NO'\n"
+                                   "accelrun:\n  port_base: 23456\n";
+        struct accel_diags d;
+        accel_diags_init(&d);
+        accel_site_init(&site);
+        if (accel_site_load_buffer(&site, "site.yaml", text, strlen(text), 0, &d, &err) != ACCEL_OK)
+            abort(); /* the fixed site policy must load */
+        site_state = 1;
+        accel_diags_free(&d);
+    }
+    check_cached(&rv, &opts[1], 1);
+    {
+        struct wh_opts with_site = opts[1];
+        with_site.site = &site;
+        check_cached(&rv, &with_site, 2);
+    }
     wh_review_free(&rv);
     return 0;
 }

@@ -1340,6 +1340,23 @@ TEST(response_encoding)
     cJSON_Delete(back);
     accel_free(out);
     wh_response_free(&resp);
+    /* a patch whose response just fits the cap (the size estimate does not) */
+    wh_response_init(&resp);
+    resp.patch = malloc(WH_MAX_RESPONSE / 4 * 3 - 120 + 1);
+    memset(resp.patch, 'p', WH_MAX_RESPONSE / 4 * 3 - 120);
+    resp.patch[WH_MAX_RESPONSE / 4 * 3 - 120] = '\0';
+    resp.nops = 1;
+    ASSERT_OK(wh_response_encode("u", &resp, &out, &len, &err));
+    ASSERT(len <= WH_MAX_RESPONSE && len > WH_MAX_RESPONSE - 100);
+    accel_free(out);
+    resp.patch[0] = '\0';
+    free(resp.patch);
+    resp.patch = malloc(WH_MAX_RESPONSE / 4 * 3 + 1);
+    memset(resp.patch, 'p', WH_MAX_RESPONSE / 4 * 3);
+    resp.patch[WH_MAX_RESPONSE / 4 * 3] = '\0';
+    ASSERT_INT_EQ(wh_response_encode("u", &resp, &out, &len, &err), ACCEL_ETOOBIG);
+    ASSERT_CONTAINS(err.msg, "over the cap");
+    wh_response_free(&resp);
     /* allowed, nothing to patch: neither patch nor patchType */
     wh_response_init(&resp);
     ASSERT_OK(wh_response_encode("u", &resp, &out, &len, &err));
@@ -1478,7 +1495,14 @@ TEST(config_cache)
     unsigned long long hits, misses;
     struct cache_run runs[4];
     pthread_t th[4];
+    struct accel_site site;
+    char same_len[sizeof(cfg_1x2)];
     size_t n;
+
+    accel_site_init(&site);
+    memcpy(same_len, cfg_1x2, sizeof(cfg_1x2));
+    memcpy(strstr(same_len, "bf16"), "fp16", 4);
+    ASSERT_INT_EQ(strlen(same_len), strlen(cfg_1x2));
 
     for (int k = 0; k < CACHE_PODS; k++) {
         cJSON *pod = cache_pod(k);
@@ -1541,9 +1565,29 @@ TEST(config_cache)
     ASSERT_OK(wh_cfg_get(cached.cache, &key, &e));
     ASSERT(e != held);
     wh_cfg_release(e);
+    key.name = "annotation accelrun.io/config";
+    copts.version = held->cfg.num_machines; /* any other version number */
+    ASSERT_OK(wh_cfg_get(cached.cache, &key, &e));
+    ASSERT(e != held);
+    wh_cfg_release(e);
+    copts.version = 0;
+    copts.site = &site;
+    ASSERT_OK(wh_cfg_get(cached.cache, &key, &e));
+    ASSERT(e != held);
+    wh_cfg_release(e);
+    copts.site = NULL;
+    key.text = same_len; /* one byte differs */
+    ASSERT_OK(wh_cfg_get(cached.cache, &key, &e));
+    ASSERT(e != held);
+    ASSERT_STR_EQ(e->cfg.mixed_precision, "fp16");
+    wh_cfg_release(e);
+    key.text = cfg_1x2;
+    ASSERT_OK(wh_cfg_get(cached.cache, &key, &e)); /* and the first again: a hit */
+    ASSERT(e == held);
+    wh_cfg_release(e);
     wh_cfg_cache_stats(cached.cache, &hits, &misses);
-    ASSERT_INT_EQ(hits, 1);
-    ASSERT_INT_EQ(misses, 5);
+    ASSERT_INT_EQ(hits, 2);
+    ASSERT_INT_EQ(misses, 8);
     wh_cfg_cache_free(cached.cache);
     /* held past the cache's end, and past its eviction */
     ASSERT_INT_EQ(held->cfg.num_machines, 2);
@@ -1587,6 +1631,98 @@ TEST(config_cache)
     wh_cfg_release(e);
     for (int k = 0; k < CACHE_PODS; k++)
         accel_free(want[k]);
+    accel_site_free(&site);
+}
+
+/* Every allocation of a review with the cache failed in turn: the review
+ * says out of memory (or did not need it) and leaks nothing, and the next
+ * review with the same cache answers as if nothing had happened: a load cut
+ * short by a failure (a finding without its value) is never kept. */
+TEST(config_cache_out_of_memory)
+{
+    struct wh_opts plain = {NULL, 0, NULL, NULL, 0}, cached = {NULL, 0, NULL, NULL, 1};
+    cJSON *pods[2] = {job_pod(1, cfg_1x2, -1, NULL), job_pod(0, cfg_typo, -1, NULL)};
+    char *text[2], *want[2];
+    long live;
+    unsigned long k;
+
+    /* a value in the finding: "got string 'x'" */
+    set_annotation(pods[1], WH_ANN_CONFIG, "num_machines: x\n");
+    for (int i = 0; i < 2; i++) {
+        text[i] = review_of(pods[i], "u-1");
+        want[i] = answer(pods[i], &plain);
+    }
+    test_alloc_install();
+    live = test_alloc_live();
+    for (int i = 0; i < 2; i++)
+        for (k = 1; k < 100000; k++) {
+            struct wh_review rv;
+            struct wh_response resp;
+            struct accel_error err;
+            enum accel_err rc;
+            char *again;
+
+            ASSERT_OK(wh_cfg_cache_new(&cached.cache, 4));
+            ASSERT_OK(wh_review_decode(&rv, text[i], strlen(text[i]), &err));
+            test_alloc_fail_at(k);
+            rc = wh_mutate(&rv, &cached, &resp, &err);
+            test_alloc_fail_at(0);
+            wh_response_free(&resp);
+            wh_review_free(&rv);
+            if (rc != ACCEL_OK && rc != ACCEL_ENOMEM)
+                test_fail(__FILE__, __LINE__, "pod %d, allocation %lu failed: %s", i, k,
+                          accel_errname(rc));
+            again = answer(pods[i], &cached);
+            if (strcmp(again, want[i]) != 0)
+                test_fail(__FILE__, __LINE__, "pod %d, after allocation %lu failed: %s\nwant %s", i,
+                          k, again, want[i]);
+            accel_free(again);
+            wh_cfg_cache_free(cached.cache);
+            if (test_alloc_live() != live)
+                test_fail(__FILE__, __LINE__, "pod %d, allocation %lu failed: %ld blocks leaked", i,
+                          k, test_alloc_live() - live);
+            if (rc == ACCEL_OK)
+                break;
+        }
+    test_note("the last review's %lu allocations failed in turn", k - 1);
+    ASSERT(k > 10);
+    for (int i = 0; i < 2; i++) {
+        accel_free(want[i]);
+        cJSON_free(text[i]);
+        cJSON_Delete(pods[i]);
+    }
+}
+
+/* A container without env whose variables are all the device plugin's: the
+ * operation begun for it is taken back, and the next container's follows
+ * with the right commas. */
+TEST(patch_nothing_to_add)
+{
+    static char v0[] = "CUDA_VISIBLE_DEVICES=0", v1[] = "NVIDIA_VISIBLE_DEVICES=all",
+                v2[] = "RANK=1";
+    char *const vars[] = {v0, v1}, *const more[] = {v2};
+    struct wh_container c0 = {"a", 0, false, NULL, -1}, c1 = {"b", 1, false, NULL, -1};
+    struct wh_response resp;
+    struct accel_buf ops;
+    size_t nops = 0;
+
+    wh_response_init(&resp);
+    accel_buf_init(&ops, 4096);
+    ASSERT_OK(accel_buf_puts(&ops, "["));
+    ASSERT_OK(wh_patch_env(&ops, &nops, &c0, vars, N_OF(vars), NULL, &resp));
+    ASSERT_STR_EQ(accel_buf_str(&ops), "[");
+    ASSERT_INT_EQ(nops, 0);
+    ASSERT_OK(wh_patch_env(&ops, &nops, &c1, more, N_OF(more), NULL, &resp));
+    ASSERT_OK(wh_patch_env(&ops, &nops, &c0, vars, N_OF(vars), NULL, &resp));
+    ASSERT_OK(wh_patch_env(&ops, &nops, &c0, more, N_OF(more), NULL, &resp));
+    ASSERT_OK(accel_buf_puts(&ops, "]"));
+    ASSERT_STR_EQ(accel_buf_str(&ops),
+                  "[{\"op\":\"add\",\"path\":\"/spec/containers/1/env\",\"value\":[{\"name\":"
+                  "\"RANK\",\"value\":\"1\"}]},{\"op\":\"add\",\"path\":\"/spec/containers/0/"
+                  "env\",\"value\":[{\"name\":\"RANK\",\"value\":\"1\"}]}]");
+    ASSERT_INT_EQ(nops, 2);
+    accel_buf_free(&ops);
+    wh_response_free(&resp);
 }
 
 TEST(warning_caps)
@@ -1764,5 +1900,6 @@ TEST_LIST(T(no_annotation_allowed_untouched), T(one_process_pod_without_env),
           T(user_variable_kept_with_warning), T(never_gpu_visibility), T(host_network_dns_warning),
           T(layout_denials), T(config_map_and_job_through_the_api), T(site_policy_and_ports),
           T(not_a_pod_create), T(bad_requests), T(caps), T(response_encoding),
-          T(json_quote_matches_cjson), T(config_cache), T(warning_caps), T(pointer_escaping),
-          T(deterministic), T(golden_admission))
+          T(json_quote_matches_cjson), T(config_cache), T(config_cache_out_of_memory),
+          T(patch_nothing_to_add), T(warning_caps), T(pointer_escaping), T(deterministic),
+          T(golden_admission))

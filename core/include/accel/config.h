@@ -14,8 +14,12 @@
  *
  * Nothing here reads the environment, the clock or the hardware.
  *
- * Ownership: struct accel_cfg owns everything it points to; accel_cfg_free
- * releases it.  Findings go to a caller-owned struct accel_diags.
+ * Ownership: struct accel_cfg owns everything it points to but the file
+ * names in its values' marks (struct accel_mark: `name` given to the load,
+ * the site file's), which are borrowed and used only for the findings made
+ * while loading; a config kept longer (the webhook's cache) must not read
+ * them.  accel_cfg_free releases it.  Findings go to a caller-owned struct
+ * accel_diags.
  *
  * Thread-safety: loading and checking keep no global state (one libyaml
  * parser per call, findings in the caller's list), so threads may load
