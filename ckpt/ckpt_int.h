@@ -10,16 +10,21 @@
 #include <dirent.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <xxhash.h>
 
 #include "accel/ckpt.h"
 #include "st_int.h"
 
 #define CK_MANIFEST "manifest.json"
 #define CK_LATEST "latest"
+#define CK_LOCK "accelrun.lock" /* in a root: lock.c */
 #define CK_FORMAT "accelrun.checkpoint"
 #define CK_VERSION 1
 /* the rank file's __metadata__ key holding its pieces (a JSON string) */
 #define CK_META_PIECES "accelrun.pieces"
+/* ... and the save's metadata (a JSON object of strings, as the manifest's):
+ * a local copy commits with it (saver.c) */
+#define CK_META_USER "accelrun.meta"
 
 struct ckpt__piece {
     uint32_t file;
@@ -120,6 +125,30 @@ void ckpt__close_file(struct accel_ckpt *c, uint32_t f);
 enum accel_err ckpt__pread(struct accel_ckpt *c, uint32_t f, void *dst, uint64_t off, uint64_t len,
                            uint64_t sum, const char *tensor, struct accel_error *err);
 
+/* save.c: the parts of a save.  The arguments' checks (all but o->agree);
+ * the root made and checked (rank 0 warns about a world-writable one); the
+ * step's directory made under it (path into dir); this rank's file written
+ * there durably (its pieces as 1-D tensors, their global shapes, ranges and
+ * checksums and o's metadata in __metadata__), *sum the XXH3-64 of the
+ * whole file when sum is not NULL. */
+enum accel_err ckpt__check_save(const struct accel_ckpt_save_opts *o,
+                                const struct accel_ckpt_piece *pc, size_t n,
+                                struct accel_error *err);
+enum accel_err ckpt__root_dir(const char *root, unsigned rank, struct accel_error *err);
+enum accel_err ckpt__step_dir(const char *root, unsigned long step, unsigned rank, char *dir,
+                              size_t len, struct accel_error *err);
+enum accel_err ckpt__write_rank(const struct accel_ckpt_save_opts *o, const char *dir,
+                                const struct accel_ckpt_piece *pc, size_t n, uint64_t *sum,
+                                struct accel_error *err);
+
+/* lock.c: the root's lock (ROOT/accelrun.lock, flock), taken for `owner`
+ * (a line naming the job; NULL: "a job"): *fd holds it until
+ * ckpt__lock_drop.  ACCEL_EBUSY, naming the holder, when another process
+ * has it. */
+enum accel_err ckpt__lock_take(const char *root, const char *owner, int *fd,
+                               struct accel_error *err);
+void ckpt__lock_drop(int fd);
+
 /* commit.c: rank 0's commit of step o->step in dir, once every rank's file
  * is there (save.c's protocol); and, once every rank knows it committed,
  * `latest` moved forward and the clean-up (failures only logged). */
@@ -142,14 +171,20 @@ struct ckpt__out {
     bool direct; /* O_DIRECT, through buf */
     char *buf;
     size_t fill;
+    uint64_t total;   /* the file's size when known (0: not), for a full disk's message */
+    uint64_t written; /* bytes given to ckpt__out_write so far */
+    bool hashing;     /* set before ckpt__out_open: keep `hash` of every byte */
+    XXH3_state_t *hash;
     char path[4096], tmp[4200];
 };
 enum accel_err ckpt__out_open(struct ckpt__out *o, const char *dir, const char *name,
                               struct accel_error *err);
 enum accel_err ckpt__out_write(struct ckpt__out *o, const void *data, uint64_t len,
                                struct accel_error *err);
-/* Returns rc, or the first error of finishing the file. */
-enum accel_err ckpt__out_close(struct ckpt__out *o, enum accel_err rc, struct accel_error *err);
+/* Returns rc, or the first error of finishing the file; with `hashing`,
+ * *sum (when not NULL) is the XXH3-64 of every byte written. */
+enum accel_err ckpt__out_close(struct ckpt__out *o, enum accel_err rc, uint64_t *sum,
+                               struct accel_error *err);
 
 /* Removes checkpoint directory root/name: its manifest first, then its
  * files, then the directory (a subdirectory makes it fail).  Only a real

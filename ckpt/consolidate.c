@@ -121,7 +121,7 @@ static enum accel_err write_shard(struct accel_ckpt *c, const char *out, const c
                 rc = ckpt__out_write(&f, *buf, len, err);
         }
     }
-    rc = ckpt__out_close(&f, rc, err);
+    rc = ckpt__out_close(&f, rc, NULL, err);
     accel_free(head);
     accel_free(o);
     accel_free(seq);
@@ -176,7 +176,7 @@ static enum accel_err write_index(const char *out, const char *file,
     rc = ckpt__out_open(&f, out, file, err);
     if (rc == ACCEL_OK)
         rc = ckpt__out_write(&f, accel_buf_str(&b), b.len, err);
-    rc = ckpt__out_close(&f, rc, err);
+    rc = ckpt__out_close(&f, rc, NULL, err);
     accel_buf_free(&b);
     return rc;
 }

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -56,6 +57,33 @@ static bool write_out(struct ckpt__out *o, const char *p, size_t n)
     return true;
 }
 
+/* The error of a failed write, fsync or close of o: ACCEL_ENOSPC for a
+ * full file system or quota, naming the file, what of it is left to write
+ * and the space free; else ACCEL_EIO.  errno is the call's. */
+static enum accel_err out_fail(struct ckpt__out *o, const char *what, struct accel_error *err)
+{
+    int e = errno;
+    char dir[sizeof o->tmp];
+    struct statvfs fs;
+    unsigned long long left = o->total > o->written ? o->total - o->written : 0;
+
+    if (e != ENOSPC && e != EDQUOT)
+        return accel_error_sys(err, ACCEL_EIO, "couldn't %s %s", what, o->tmp);
+    snprintf(dir, sizeof dir, "%s", o->tmp);
+    if (strrchr(dir, '/'))
+        *strrchr(dir, '/') = '\0';
+    if (statvfs(dir, &fs) != 0)
+        fs.f_bavail = 0, fs.f_frsize = 0;
+    errno = e;
+    return accel_error_sys(err, ACCEL_ENOSPC,
+                           "couldn't %s %s: the file system is full%s (the file is %llu bytes, "
+                           "%llu of them not written yet; %llu bytes free in %s): free space "
+                           "there, or lower keep",
+                           what, o->tmp, e == EDQUOT ? " (quota)" : "",
+                           (unsigned long long)o->total, left,
+                           (unsigned long long)fs.f_bavail * fs.f_frsize, dir);
+}
+
 enum accel_err ckpt__out_open(struct ckpt__out *o, const char *dir, const char *name,
                               struct accel_error *err)
 {
@@ -65,9 +93,16 @@ enum accel_err ckpt__out_open(struct ckpt__out *o, const char *dir, const char *
     o->direct = false;
     o->buf = NULL;
     o->fill = 0;
+    o->written = 0;
+    o->hash = NULL;
     if (!ckpt__path(o->path, sizeof o->path, dir, name))
         return accel_error_set(err, ACCEL_EINVAL, "path too long: %s/%s", dir, name);
     snprintf(o->tmp, sizeof o->tmp, "%s.tmp", o->path);
+    if (o->hashing && (!(o->hash = XXH3_createState()) || XXH3_64bits_reset(o->hash) != XXH_OK)) {
+        XXH3_freeState(o->hash);
+        o->hash = NULL;
+        return accel_error_set(err, ACCEL_ENOMEM, "checkpoint: out of memory");
+    }
     /* O_DIRECT where the file system takes it (not tmpfs: EINVAL) and the
      * bounce buffer can be had; else through the page cache */
     o->fd = open(o->tmp, flags | O_DIRECT, 0666);
@@ -77,9 +112,15 @@ enum accel_err ckpt__out_open(struct ckpt__out *o, const char *dir, const char *
         (void)buffered(o);
     else
         o->fd = open(o->tmp, flags, 0666);
-    if (o->fd < 0)
-        return accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO, "couldn't create %s",
-                               o->tmp);
+    if (o->fd < 0) {
+        XXH3_freeState(o->hash);
+        o->hash = NULL;
+        return accel_error_sys(err,
+                               errno == EACCES                      ? ACCEL_EPERM
+                               : errno == ENOSPC || errno == EDQUOT ? ACCEL_ENOSPC
+                                                                    : ACCEL_EIO,
+                               "couldn't create %s", o->tmp);
+    }
     return ACCEL_OK;
 }
 
@@ -88,10 +129,11 @@ enum accel_err ckpt__out_write(struct ckpt__out *o, const void *data, uint64_t l
 {
     const char *p = data;
 
+    if (o->hash)
+        XXH3_64bits_update(o->hash, data, (size_t)len);
+    o->written += len;
     if (!o->direct)
-        return write_out(o, p, (size_t)len)
-                   ? ACCEL_OK
-                   : accel_error_sys(err, ACCEL_EIO, "couldn't write %s", o->tmp);
+        return write_out(o, p, (size_t)len) ? ACCEL_OK : out_fail(o, "write", err);
     while (len > 0) {
         size_t n = CK_DIRECT_BUF - o->fill < len ? CK_DIRECT_BUF - o->fill : (size_t)len;
         memcpy(o->buf + o->fill, p, n);
@@ -100,18 +142,17 @@ enum accel_err ckpt__out_write(struct ckpt__out *o, const void *data, uint64_t l
         len -= n;
         if (o->fill == CK_DIRECT_BUF) {
             if (!write_out(o, o->buf, o->fill))
-                return accel_error_sys(err, ACCEL_EIO, "couldn't write %s", o->tmp);
+                return out_fail(o, "write", err);
             o->fill = 0;
             if (!o->direct) /* gone buffered: the rest straight */
-                return write_out(o, p, (size_t)len)
-                           ? ACCEL_OK
-                           : accel_error_sys(err, ACCEL_EIO, "couldn't write %s", o->tmp);
+                return write_out(o, p, (size_t)len) ? ACCEL_OK : out_fail(o, "write", err);
         }
     }
     return ACCEL_OK;
 }
 
-enum accel_err ckpt__out_close(struct ckpt__out *o, enum accel_err rc, struct accel_error *err)
+enum accel_err ckpt__out_close(struct ckpt__out *o, enum accel_err rc, uint64_t *sum,
+                               struct accel_error *err)
 {
     if (o->fd < 0)
         return rc;
@@ -120,20 +161,24 @@ enum accel_err ckpt__out_close(struct ckpt__out *o, enum accel_err rc, struct ac
         if ((aligned && !write_out(o, o->buf, aligned)) ||
             (o->fill > aligned &&
              (!buffered(o) || !write_out(o, o->buf + aligned, o->fill - aligned))))
-            rc = accel_error_sys(err, ACCEL_EIO, "couldn't write %s", o->tmp);
+            rc = out_fail(o, "write", err);
     }
     free(o->buf); /* posix_memalign's */
     o->buf = NULL;
     o->fill = 0;
     if (rc == ACCEL_OK && fsync(o->fd) != 0)
-        rc = accel_error_sys(err, ACCEL_EIO, "couldn't fsync %s", o->tmp);
+        rc = out_fail(o, "fsync", err);
     if (close(o->fd) != 0 && rc == ACCEL_OK)
-        rc = accel_error_sys(err, ACCEL_EIO, "couldn't close %s", o->tmp);
+        rc = out_fail(o, "close", err);
     o->fd = -1;
     if (rc == ACCEL_OK && rename(o->tmp, o->path) != 0)
         rc = accel_error_sys(err, ACCEL_EIO, "couldn't rename %s to %s", o->tmp, o->path);
     if (rc != ACCEL_OK)
         unlink(o->tmp);
+    if (rc == ACCEL_OK && sum && o->hash)
+        *sum = XXH3_64bits_digest(o->hash);
+    XXH3_freeState(o->hash);
+    o->hash = NULL;
     return rc;
 }
 

@@ -51,18 +51,18 @@ static bool meta_key_ok(const char *k)
     return true;
 }
 
-static enum accel_err check_args(const struct accel_ckpt_save_opts *o,
-                                 const struct accel_ckpt_piece *pc, size_t n,
-                                 struct accel_error *err)
+enum accel_err ckpt__check_save(const struct accel_ckpt_save_opts *o,
+                                const struct accel_ckpt_piece *pc, size_t n,
+                                struct accel_error *err)
 {
     const struct accel_ckpt_piece **sorted;
     enum accel_err rc = ACCEL_OK;
 
-    if (!o->root || !*o->root || !o->agree || o->world < 1 || o->world > ACCEL_CKPT_MAX_WORLD ||
+    if (!o->root || !*o->root || o->world < 1 || o->world > ACCEL_CKPT_MAX_WORLD ||
         o->rank >= o->world || o->step > ACCEL_CKPT_MAX_STEP || (n && !pc))
         return accel_error_set(err, ACCEL_EINVAL,
-                               "checkpoint save: needs a root, an agree function, rank < world "
-                               "<= %d and a step <= %lu",
+                               "checkpoint save: needs a root, rank < world <= %d and a step <= "
+                               "%lu",
                                ACCEL_CKPT_MAX_WORLD, ACCEL_CKPT_MAX_STEP);
     if (o->nmeta > ACCEL_CKPT_MAX_META || n > ACCEL_CKPT_MAX_TENSORS)
         return accel_error_set(err, ACCEL_ETOOBIG,
@@ -145,20 +145,20 @@ static cJSON *piece_json(const struct accel_ckpt_piece *p, uint64_t sum)
     return e;
 }
 
-/* This rank's file: its pieces as 1-D tensors; the global shapes, ranges
- * and checksums in __metadata__["accelrun.pieces"]. */
-static enum accel_err write_rank(const struct accel_ckpt_save_opts *o, const char *dir,
-                                 const struct accel_ckpt_piece *pc, size_t n,
-                                 struct accel_error *err)
+enum accel_err ckpt__write_rank(const struct accel_ckpt_save_opts *o, const char *dir,
+                                const struct accel_ckpt_piece *pc, size_t n, uint64_t *sum,
+                                struct accel_error *err)
 {
     enum accel_err rc = ACCEL_ENOMEM;
     struct accel_ckpt_tensor *flat = accel_calloc(n ? n : 1, sizeof *flat);
     struct ckpt__st_out *out = accel_calloc(n ? n : 1, sizeof *out);
     size_t *seq = accel_calloc(n ? n : 1, sizeof *seq);
     cJSON *doc = cJSON_CreateObject(), *ps = cJSON_AddObjectToObject(doc, "pieces");
-    char *pieces = NULL, *head = NULL, name[64];
-    struct ckpt__out f = {.fd = -1};
+    cJSON *user = cJSON_CreateObject();
+    char *pieces = NULL, *users = NULL, *head = NULL, name[64];
+    struct ckpt__out f = {.fd = -1, .hashing = sum != NULL};
     size_t hlen;
+    uint64_t total;
 
     if (!flat || !out || !seq || !ps || !cJSON_AddNumberToObject(doc, "rank", o->rank) ||
         !cJSON_AddNumberToObject(doc, "world_size", o->world) ||
@@ -174,28 +174,39 @@ static enum accel_err write_rank(const struct accel_ckpt_save_opts *o, const cha
         flat[i] = (struct accel_ckpt_tensor){pc[i].t.name, pc[i].t.dtype, 1, {pc[i].hi - pc[i].lo}};
         out[i] = (struct ckpt__st_out){&flat[i], bytes, 0};
     }
+    for (size_t i = 0; i < o->nmeta; i++)
+        if (!user || !cJSON_AddStringToObject(user, o->meta[i].key, o->meta[i].value))
+            goto nomem;
     pieces = cJSON_PrintUnformatted(doc);
-    if (!pieces)
+    users = user ? cJSON_PrintUnformatted(user) : NULL;
+    if (!pieces || !users)
         goto nomem;
     {
-        const struct accel_ckpt_kv meta[] = {{"format", "pt"}, {CK_META_PIECES, pieces}};
-        rc = ckpt__st_build(out, n, meta, 2, &head, &hlen, seq, err);
+        const struct accel_ckpt_kv meta[] = {
+            {"format", "pt"}, {CK_META_PIECES, pieces}, {CK_META_USER, users}};
+        rc = ckpt__st_build(out, n, meta, 3, &head, &hlen, seq, err);
     }
     if (rc != ACCEL_OK)
         goto out;
+    total = hlen;
+    for (size_t k = 0; k < n; k++)
+        total += out[k].bytes;
+    f.total = total;
     ckpt__rank_name(name, sizeof name, o->rank, o->world);
     rc = ckpt__out_open(&f, dir, name, err);
     if (rc == ACCEL_OK)
         rc = ckpt__out_write(&f, head, hlen, err);
     for (size_t k = 0; rc == ACCEL_OK && k < n; k++) /* in the order ckpt__st_build laid out */
         rc = ckpt__out_write(&f, pc[seq[k]].data, out[seq[k]].bytes, err);
-    rc = ckpt__out_close(&f, rc, err);
+    rc = ckpt__out_close(&f, rc, sum, err);
     goto out;
 nomem:
     rc = accel_error_set(err, ACCEL_ENOMEM, "checkpoint save: out of memory");
 out:
     accel_free(head);
     cJSON_free(pieces);
+    cJSON_free(users);
+    cJSON_Delete(user);
     cJSON_Delete(doc);
     accel_free(flat);
     accel_free(out);
@@ -230,20 +241,25 @@ static enum accel_err check_root(const char *root, unsigned rank, struct accel_e
     return ACCEL_OK;
 }
 
-static enum accel_err make_dirs(const struct accel_ckpt_save_opts *o, char *dir, size_t len,
-                                struct accel_error *err)
+enum accel_err ckpt__root_dir(const char *root, unsigned rank, struct accel_error *err)
+{
+    if (mkdir(root, 0777) != 0 && errno != EEXIST)
+        return accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO,
+                               "couldn't create the checkpoint root %s", root);
+    return check_root(root, rank, err);
+}
+
+enum accel_err ckpt__step_dir(const char *root, unsigned long step, unsigned rank, char *dir,
+                              size_t len, struct accel_error *err)
 {
     char name[32], manifest[4200];
     enum accel_err rc;
     struct stat st;
 
-    ckpt__step_name(name, sizeof name, o->step);
-    if (!ckpt__path(dir, len, o->root, name))
-        return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", o->root);
-    if (mkdir(o->root, 0777) != 0 && errno != EEXIST)
-        return accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO,
-                               "couldn't create the checkpoint root %s", o->root);
-    rc = check_root(o->root, o->rank, err);
+    ckpt__step_name(name, sizeof name, step);
+    if (!ckpt__path(dir, len, root, name))
+        return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", root);
+    rc = ckpt__root_dir(root, rank, err);
     if (rc != ACCEL_OK)
         return rc;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
@@ -261,7 +277,7 @@ static enum accel_err make_dirs(const struct accel_ckpt_save_opts *o, char *dir,
         return accel_error_set(err, ACCEL_EINVAL,
                                "%s already holds a committed checkpoint (step %lu); steps are "
                                "saved once",
-                               dir, o->step);
+                               dir, step);
     return ACCEL_OK;
 }
 
@@ -272,38 +288,53 @@ enum accel_err accel_ckpt_save(const struct accel_ckpt_save_opts *o,
     char dir[4096];
     enum accel_err rc, arc;
     bool all = false;
+    int lock = -1;
 
     if (!o || !o->agree)
         return accel_error_set(err, ACCEL_EINVAL, "checkpoint save: no options or agree function");
-    rc = check_args(o, pieces, npieces, err);
-    if (rc == ACCEL_OK)
-        rc = make_dirs(o, dir, sizeof dir, err);
-    if (rc == ACCEL_OK)
-        rc = write_rank(o, dir, pieces, npieces, err);
-    arc = o->agree(o->agree_ctx, rc == ACCEL_OK, &all, err);
-    if (arc != ACCEL_OK)
-        return arc;
+    rc = ckpt__check_save(o, pieces, npieces, err);
+    /* one job per root: rank 0 holds the root's lock for the save, and no
+     * rank writes before it has it */
+    if (rc == ACCEL_OK && o->rank == 0 && (rc = ckpt__root_dir(o->root, 0, err)) == ACCEL_OK)
+        rc = ckpt__lock_take(o->root, NULL, &lock, err);
+    arc = o->agree(o->agree_ctx, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
+    if (rc == ACCEL_OK && arc != ACCEL_OK)
+        rc = arc;
+    else if (rc == ACCEL_OK && !all)
+        rc = accel_error_set(err, ACCEL_EPEER,
+                             "checkpoint step %lu: rank 0 could not lock the checkpoint root %s, "
+                             "or another rank's arguments are wrong (their logs say why); nothing "
+                             "was written, nothing was committed",
+                             o->step, o->root);
     if (rc != ACCEL_OK)
-        return rc;
-    if (!all)
-        return accel_error_set(err, ACCEL_EPEER,
-                               "checkpoint step %lu: another rank failed to write its part; "
-                               "nothing was committed",
-                               o->step);
+        goto out;
+    rc = ckpt__step_dir(o->root, o->step, o->rank, dir, sizeof dir, err);
+    if (rc == ACCEL_OK)
+        rc = ckpt__write_rank(o, dir, pieces, npieces, NULL, err);
+    arc = o->agree(o->agree_ctx, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
+    if (rc == ACCEL_OK && arc != ACCEL_OK)
+        rc = arc;
+    else if (rc == ACCEL_OK && !all)
+        rc = accel_error_set(err, ACCEL_EPEER,
+                             "checkpoint step %lu: another rank failed to write its part; "
+                             "nothing was committed",
+                             o->step);
+    if (rc != ACCEL_OK)
+        goto out;
     if (o->rank == 0)
         rc = ckpt__commit(o, dir, err);
     arc = o->agree(o->agree_ctx, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
-    if (rc != ACCEL_OK)
-        return rc;
-    if (arc != ACCEL_OK)
-        return arc;
-    if (!all)
-        return accel_error_set(err, ACCEL_EPEER,
-                               "checkpoint step %lu: rank 0 could not commit it (its log says "
-                               "why)",
-                               o->step);
+    if (rc == ACCEL_OK && arc != ACCEL_OK)
+        rc = arc;
+    else if (rc == ACCEL_OK && !all)
+        rc = accel_error_set(err, ACCEL_EPEER,
+                             "checkpoint step %lu: rank 0 could not commit it (its log says "
+                             "why)",
+                             o->step);
     /* after the agreement, so that no rank waits in it for the clean-up */
-    if (o->rank == 0)
+    if (rc == ACCEL_OK && o->rank == 0)
         ckpt__after_commit(o);
-    return ACCEL_OK;
+out:
+    ckpt__lock_drop(lock);
+    return rc;
 }

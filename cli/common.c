@@ -102,6 +102,8 @@ int cli_exit_status(enum accel_err rc)
     case ACCEL_ETIMEDOUT:
     case ACCEL_EPEER:
     case ACCEL_ENONCE:
+    case ACCEL_EBUSY:
+    case ACCEL_ENOSPC:
         return CLI_EXIT_USAGE;
     case ACCEL_ETOOBIG:
     case ACCEL_EPARSE:

@@ -40,6 +40,8 @@ int wh_http_status(enum accel_err code)
     case ACCEL_ETIMEDOUT:
     case ACCEL_EPEER:
     case ACCEL_ENONCE:
+    case ACCEL_EBUSY:
+    case ACCEL_ENOSPC:
     case ACCEL_ERR__LAST:
         break;
     }

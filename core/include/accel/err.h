@@ -38,7 +38,9 @@ extern "C" {
     X(ACCEL_ELAYOUT, 11, "job layout does not fit the config")                                     \
     X(ACCEL_ETIMEDOUT, 12, "timed out")                                                            \
     X(ACCEL_EPEER, 13, "a peer failed or closed its connection")                                   \
-    X(ACCEL_ENONCE, 14, "refused: the peer belongs to another job")
+    X(ACCEL_ENONCE, 14, "refused: the peer belongs to another job")                                \
+    X(ACCEL_EBUSY, 15, "in use by another job or operation")                                       \
+    X(ACCEL_ENOSPC, 16, "no space left on the file system")
 
 #define ACCEL_ERR_ENUM(name, value, text) name = value,
 enum accel_err { ACCEL_ERRORS(ACCEL_ERR_ENUM) ACCEL_ERR__LAST };
