@@ -45,11 +45,14 @@ struct ckpt__file {
     int fd;         /* -1 until read */
     bool parsed;    /* h holds the header (the commit read it already) */
     bool loaded;    /* header read and checked against the manifest */
+    bool local;     /* fd is the local tier's copy (accel_ckpt_saver_open_step) */
+    bool no_local;  /* that copy failed a check: the root's from now on */
     struct ckpt__st_header h;
 };
 
 struct accel_ckpt {
     char *dir;
+    char *local_dir; /* the same step in a local tier, read first; NULL: none */
     unsigned long step;
     unsigned world;
     struct accel_ckpt_kv *meta; /* strings owned */

@@ -25,6 +25,7 @@
 
 #include "accel/alloc.h"
 #include "accel/fsutil.h"
+#include "accel/log.h"
 #include "ckpt_int.h"
 
 /* Leaves O_DIRECT for the rest of the file (its unaligned tail, or after a
@@ -275,7 +276,7 @@ static int open_file(struct accel_ckpt *c, uint32_t f, const char *path)
     return c->f[f].fd;
 }
 
-enum accel_err ckpt__open_file(struct accel_ckpt *c, uint32_t f, struct accel_error *err)
+static enum accel_err open_checked(struct accel_ckpt *c, uint32_t f, struct accel_error *err)
 {
     struct ckpt__file *file = &c->f[f];
     char path[4096];
@@ -288,9 +289,19 @@ enum accel_err ckpt__open_file(struct accel_ckpt *c, uint32_t f, struct accel_er
     ckpt__close_file(c, f); /* an earlier try failed: the same checks again */
     if (!file->loaded && !file->parsed)
         ckpt__st_header_free(&file->h);
-    if (!ckpt__path(path, sizeof path, c->dir, file->name))
+    /* the local tier's copy when it is there with the manifest's size (its
+     * bytes are checked as the root's are: header here, checksums on read) */
+    file->local = false;
+    if (c->local_dir && !file->no_local &&
+        ckpt__path(path, sizeof path, c->local_dir, file->name) && open_file(c, f, path) >= 0) {
+        if (fstat(file->fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size == file->bytes)
+            file->local = true;
+        else
+            ckpt__close_file(c, f);
+    }
+    if (!file->local && !ckpt__path(path, sizeof path, c->dir, file->name))
         return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", c->dir);
-    if (open_file(c, f, path) < 0)
+    if (!file->local && open_file(c, f, path) < 0)
         return accel_error_sys(err, ACCEL_EIO, "couldn't open %s (the manifest lists it)", path);
     if (fstat(file->fd, &st) != 0)
         return accel_error_sys(err, ACCEL_EIO, "couldn't stat %s", path);
@@ -328,6 +339,38 @@ enum accel_err ckpt__open_file(struct accel_ckpt *c, uint32_t f, struct accel_er
     return ACCEL_OK;
 }
 
+/* The local copy failed a check: from now on the root's file (its header
+ * read again). */
+static void drop_local(struct accel_ckpt *c, uint32_t f, const struct accel_error *why)
+{
+    struct ckpt__file *file = &c->f[f];
+
+    accel_log(ACCEL_LOG_WARN,
+              "checkpoint: the local copy is not the committed one: %s; reading "
+              "%s/%s instead",
+              why->msg, c->dir, file->name);
+    ckpt__close_file(c, f);
+    file->no_local = true;
+    file->local = false;
+    file->loaded = false;
+    file->parsed = false;
+    ckpt__st_header_free(&file->h);
+}
+
+enum accel_err ckpt__open_file(struct accel_ckpt *c, uint32_t f, struct accel_error *err)
+{
+    struct accel_error e;
+    enum accel_err rc;
+
+    accel_error_clear(&e);
+    rc = open_checked(c, f, c->f[f].local ? &e : err);
+    if (rc != ACCEL_OK && c->f[f].local) {
+        drop_local(c, f, &e);
+        rc = open_checked(c, f, err);
+    }
+    return rc;
+}
+
 enum accel_err ckpt__piece_at(struct accel_ckpt *c, const struct ckpt__tensor *t, size_t k,
                               uint64_t *off, uint64_t *len, struct accel_error *err)
 {
@@ -345,8 +388,9 @@ enum accel_err ckpt__piece_at(struct accel_ckpt *c, const struct ckpt__tensor *t
     return ACCEL_OK;
 }
 
-enum accel_err ckpt__pread(struct accel_ckpt *c, uint32_t f, void *dst, uint64_t off, uint64_t len,
-                           uint64_t sum, const char *tensor, struct accel_error *err)
+static enum accel_err pread_checked(struct accel_ckpt *c, uint32_t f, void *dst, uint64_t off,
+                                    uint64_t len, uint64_t sum, const char *tensor,
+                                    struct accel_error *err)
 {
     XXH3_state_t *h = XXH3_createState();
     enum accel_err rc = ACCEL_OK;
@@ -388,7 +432,24 @@ enum accel_err ckpt__pread(struct accel_ckpt *c, uint32_t f, void *dst, uint64_t
         rc = accel_error_set(err, ACCEL_EIO,
                              "%s/%s: tensor '%s': checksum mismatch (the data changed after it "
                              "was saved)",
-                             c->dir, c->f[f].name, tensor);
+                             c->f[f].local ? c->local_dir : c->dir, c->f[f].name, tensor);
     XXH3_freeState(h);
     return rc;
+}
+
+enum accel_err ckpt__pread(struct accel_ckpt *c, uint32_t f, void *dst, uint64_t off, uint64_t len,
+                           uint64_t sum, const char *tensor, struct accel_error *err)
+{
+    struct accel_error e;
+    enum accel_err rc;
+
+    if (!c->f[f].local)
+        return pread_checked(c, f, dst, off, len, sum, tensor, err);
+    accel_error_clear(&e);
+    rc = pread_checked(c, f, dst, off, len, sum, tensor, &e);
+    if (rc == ACCEL_OK || rc == ACCEL_ENOMEM)
+        return rc == ACCEL_OK ? rc : accel_error_set(err, rc, "%s", e.msg);
+    drop_local(c, f, &e); /* the root's copy, at the same offsets (the same header) */
+    rc = ckpt__open_file(c, f, err);
+    return rc == ACCEL_OK ? pread_checked(c, f, dst, off, len, sum, tensor, err) : rc;
 }

@@ -95,6 +95,7 @@ void accel_ckpt_close(struct accel_ckpt *c)
     accel_free(c->meta);
     accel_free(c->scratch);
     accel_free(c->dir);
+    accel_free(c->local_dir);
     accel_free(c);
 }
 

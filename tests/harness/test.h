@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accel/err.h"
+
 typedef void (*test_fn)(void);
 
 struct test_case {
@@ -93,6 +95,24 @@ size_t test_count_entries(const char *dir);
         int rc_ = (int)(expr);                                                                     \
         if (rc_ != 0)                                                                              \
             test_fail(__FILE__, __LINE__, "%s returned %d, expected 0 (ACCEL_OK)", #expr, rc_);    \
+    } while (0)
+
+/* expr (an enum accel_err) succeeds; else e's message is shown. */
+#define ASSERT_ACCEL_OK(expr, e)                                                                   \
+    do {                                                                                           \
+        enum accel_err rc_ = (expr);                                                               \
+        if (rc_ != ACCEL_OK)                                                                       \
+            test_fail(__FILE__, __LINE__, "%s: %s: %s", #expr, accel_errname(rc_), (e)->msg);      \
+    } while (0)
+
+/* expr fails with `code` and a message containing `needle`. */
+#define ASSERT_ERR(expr, e, code, needle)                                                          \
+    do {                                                                                           \
+        enum accel_err rc_ = (expr);                                                               \
+        if (rc_ != (code))                                                                         \
+            test_fail(__FILE__, __LINE__, "%s: %s (\"%s\"), expected %s", #expr,                   \
+                      accel_errname(rc_), rc_ ? (e)->msg : "", accel_errname(code));               \
+        ASSERT_CONTAINS((e)->msg, needle);                                                         \
     } while (0)
 
 /* Counting allocator: install, then fail the Nth allocation (0 = never). */

@@ -33,23 +33,6 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-#define ASSERT_ACCEL_OK(expr, e)                                                                   \
-    do {                                                                                           \
-        enum accel_err rc_ = (expr);                                                               \
-        if (rc_ != ACCEL_OK)                                                                       \
-            test_fail(__FILE__, __LINE__, "%s: %s: %s", #expr, accel_errname(rc_), (e)->msg);      \
-    } while (0)
-
-/* expr fails with `code` and a message containing `needle`. */
-#define ASSERT_ERR(expr, e, code, needle)                                                          \
-    do {                                                                                           \
-        enum accel_err rc_ = (expr);                                                               \
-        if (rc_ != (code))                                                                         \
-            test_fail(__FILE__, __LINE__, "%s: %s (\"%s\"), expected %s", #expr,                   \
-                      accel_errname(rc_), rc_ ? (e)->msg : "", accel_errname(code));               \
-        ASSERT_CONTAINS((e)->msg, needle);                                                         \
-    } while (0)
-
 static char tmpdir[64];
 
 static void make_tmpdir(void)

@@ -112,6 +112,136 @@ enum accel_err accel_ckpt_save(const struct accel_ckpt_save_opts *o,
                                const struct accel_ckpt_piece *pieces, size_t npieces,
                                struct accel_error *err) ACCEL_WUR;
 
+/* ---------------------------------------------------------------- savers
+ *
+ * A saver is one rank's side of the checkpoints of a run: the root's lock
+ * held for the run (one job per root), staging memory reused from save to
+ * save, a writer thread, and optionally a second tier: each rank writes its
+ * file to node-local storage (fast), training goes on, and the writer
+ * copies it to the shared root, where rank 0 commits once every rank's copy
+ * is there and verified.  Saves are synchronous (accel_ckpt_saver_save) or
+ * asynchronous (accel_ckpt_saver_start, then accel_ckpt_saver_poll), one in
+ * flight at a time; the commit protocol is accel_ckpt_save's.  On restart,
+ * accel_ckpt_saver_resume picks what to load: the newest checkpoint
+ * committed in the root, or a newer one every rank still has in its local
+ * tier (committed in the root first, from those copies).
+ *
+ * The saver's collective step: every rank passes a value and gets the
+ * smallest over all ranks (an all-reduce MIN, or an all-gather).  It is
+ * called only from the thread that calls the saver, never from its writer,
+ * by every rank in the same order. */
+typedef enum accel_err (*accel_ckpt_min_fn)(void *ctx, uint64_t mine, uint64_t *min,
+                                            struct accel_error *err);
+
+/* Where the staging memory comes from (pinned host memory for a GPU's
+ * copies); NULL fields: accel_malloc and accel_free. */
+struct accel_ckpt_mem {
+    void *(*alloc)(void *ctx, size_t bytes);
+    void (*free)(void *ctx, void *p);
+    void *ctx;
+};
+
+struct accel_ckpt_saver_opts {
+    const char *root;  /* the shared root, created when missing */
+    const char *local; /* node-local root of a second tier; NULL: one tier */
+    unsigned rank, world;
+    unsigned keep;       /* committed checkpoints kept in root; 0 = all */
+    unsigned keep_local; /* local copies kept once committed in root (0: 1) */
+    uint64_t copy_rate;  /* bytes/s of the local -> root copy; 0 = as fast as it goes */
+    const char *owner;   /* the lock's holder line ("job 42 of alice"); NULL: "a job" */
+    accel_ckpt_min_fn min;
+    void *min_ctx;
+    const struct accel_ckpt_mem *mem; /* NULL: accel_malloc */
+};
+
+struct accel_ckpt_saver;
+struct accel_ckpt;
+
+/* Opens the rank's saver: collective (rank 0 makes the root and takes its
+ * lock; a failure anywhere fails every rank, before anything is written).
+ * Errors: ACCEL_EBUSY (another job holds the root, named in the message),
+ * ACCEL_EINVAL, ACCEL_EPERM, ACCEL_EIO, ACCEL_ENOMEM, ACCEL_EPEER, and
+ * min's.  Close with accel_ckpt_saver_close. */
+enum accel_err accel_ckpt_saver_open(struct accel_ckpt_saver **out,
+                                     const struct accel_ckpt_saver_opts *o,
+                                     struct accel_error *err) ACCEL_WUR;
+
+/* One save: its step (0 .. ACCEL_CKPT_MAX_STEP), the metadata recorded in
+ * the manifest, and this rank's pieces (as accel_ckpt_save takes them). */
+struct accel_ckpt_save_req {
+    unsigned long step;
+    const struct accel_ckpt_kv *meta;
+    size_t nmeta;
+    const struct accel_ckpt_piece *pieces;
+    size_t npieces;
+};
+
+/* A save from start to commit: collective, like accel_ckpt_save (and with
+ * its errors); with a local tier, it returns once the copies are
+ * committed in the root. */
+enum accel_err accel_ckpt_saver_save(struct accel_ckpt_saver *sv,
+                                     const struct accel_ckpt_save_req *q,
+                                     struct accel_error *err) ACCEL_WUR;
+
+/* Staging memory of at least `bytes` (the saver's own, reused by the next
+ * saves; valid until the next call here or the saver's close), for a
+ * caller that copies its tensors into it itself (from a GPU): pieces whose
+ * data lies in it are not copied again by accel_ckpt_saver_start.  NULL
+ * (err set) when it cannot be had, or while a save is in flight. */
+void *accel_ckpt_saver_staging(struct accel_ckpt_saver *sv, size_t bytes, struct accel_error *err);
+
+/* What to do when a save is asked for while one is in flight. */
+enum accel_ckpt_busy {
+    ACCEL_CKPT_WAIT,  /* finish it first (collective, as accel_ckpt_saver_poll blocking) */
+    ACCEL_CKPT_REFUSE /* ACCEL_EBUSY, the new one not taken */
+};
+
+/* Starts a save and returns once its pieces are copied into the staging
+ * memory (the caller may change its tensors from then on); the writer
+ * thread writes the rank file (and copies it to the root with a local
+ * tier) meanwhile.  Every rank calls it at the same point.  A problem of
+ * this rank's (its arguments, memory) is not returned here but by the
+ * poll that ends the save, on every rank (as accel_ckpt_saver_save would
+ * have it); returned here: ACCEL_EBUSY (busy = REFUSE), the previous save's
+ * error (busy = WAIT). */
+enum accel_err accel_ckpt_saver_start(struct accel_ckpt_saver *sv,
+                                      const struct accel_ckpt_save_req *q,
+                                      enum accel_ckpt_busy busy, struct accel_error *err) ACCEL_WUR;
+
+/* Collective, every rank at the same point (after each training step, say):
+ * when every rank's writer is done (with `block`, after waiting for this
+ * rank's), agrees, commits in the root and returns ACCEL_OK with *committed
+ * the step committed; else ACCEL_OK with *committed 0 (still writing
+ * somewhere, or no save in flight).  A failed save is the error of every
+ * rank (its own on the rank that failed, ACCEL_EPEER elsewhere) and nothing
+ * of it is committed. */
+enum accel_err accel_ckpt_saver_poll(struct accel_ckpt_saver *sv, bool block,
+                                     unsigned long *committed, struct accel_error *err) ACCEL_WUR;
+
+/* The step being saved, 0 when none is in flight. */
+unsigned long accel_ckpt_saver_pending(struct accel_ckpt_saver *sv);
+
+/* Collective, before the first save of a run: which checkpoint to load.
+ * The newest committed in the root, unless every rank has in its local
+ * tier a newer step of this world size (a run that died after the local
+ * writes, before the copies were committed): then those copies are copied
+ * to the root and committed there first.  Local steps newer than the one
+ * chosen are attempts that did not finish, and are removed.  *step is the
+ * step to load (0: none); open it with accel_ckpt_open_step. */
+enum accel_err accel_ckpt_saver_resume(struct accel_ckpt_saver *sv, unsigned long *step,
+                                       struct accel_error *err) ACCEL_WUR;
+
+/* Opens committed checkpoint `step` of the saver's root for reading, its
+ * rank files read from the local tier where a copy of the same size is
+ * there (every piece's checksum is checked on every read, from either). */
+enum accel_err accel_ckpt_saver_open_step(struct accel_ckpt_saver *sv, unsigned long step,
+                                          struct accel_ckpt **c, struct accel_error *err) ACCEL_WUR;
+
+/* Waits for the writer (a save in flight is not committed: a later run's
+ * accel_ckpt_saver_resume may still find it in the local tier), stops it,
+ * lets go of the root's lock and frees everything.  NULL: nothing. */
+void accel_ckpt_saver_close(struct accel_ckpt_saver *sv);
+
 /* A handle on a committed checkpoint.  One thread uses a handle at a time
  * (reads share its scratch buffer); open one per thread. */
 struct accel_ckpt;

@@ -1,0 +1,866 @@
+/*
+ * saver.c: a rank's checkpoints over a run (accel/ckpt.h, "savers"): the
+ * root's lock held from open to close, one writer thread, staging memory
+ * reused from save to save, and an optional node-local tier.
+ *
+ *   start      the pieces copied into staging (the only time training
+ *              waits), the job handed to the writer
+ *   writer     the rank file written durably: into the root's step
+ *              directory (one tier), or into the local tier's, then copied
+ *              to the root's at --copy-rate and read back (two tiers)
+ *   poll       collective: every rank's state, the smallest wins: still
+ *              writing somewhere (nothing happens), a failure somewhere
+ *              (every rank returns it, nothing is committed), or all done:
+ *              rank 0 commits in the root (commit.c, as accel_ckpt_save),
+ *              then every rank trims its local tier to keep_local
+ *   resume     collective: the newest step committed in the root, or a
+ *              newer one whose local copies every rank still has (copied
+ *              up and committed first); local attempts past it removed
+ *
+ * The writer never calls the collective function (the caller's
+ * communicator is the caller's thread's): everything collective happens in
+ * start (finishing a busy save), poll and resume.
+ */
+#define _GNU_SOURCE /* O_DIRECT */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "accel/alloc.h"
+#include "accel/fsutil.h"
+#include "accel/log.h"
+#include "ckpt_int.h"
+
+enum wstate {
+    W_IDLE,    /* no save in flight */
+    W_RUNNING, /* the writer has it */
+    W_DONE,    /* written (and copied up): poll commits it */
+    W_FAILED,  /* sv->werr says why */
+};
+
+/* The save in flight: copies of the request, data in the staging memory. */
+struct job {
+    unsigned long step;
+    struct accel_ckpt_kv *meta; /* keys and values owned */
+    size_t nmeta;
+    struct accel_ckpt_piece *p; /* names owned; data into staging or copies */
+    size_t n;
+};
+
+/* A buffer of the caller's memory functions, reused. */
+struct mem {
+    void *p;
+    size_t cap;
+};
+
+struct accel_ckpt_saver {
+    struct accel_ckpt_saver_opts o; /* root, local, owner owned */
+    struct accel_ckpt_mem mem;
+    int lock; /* rank 0: the root's lock */
+    pthread_t thread;
+    bool thread_up;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool quit, queued; /* under mu */
+    enum wstate state; /* under mu */
+    struct accel_error werr;
+    struct job job;
+    struct mem staging, copies; /* the caller's (accel_ckpt_saver_staging) and ours */
+};
+
+/* ---------------------------------------------------------------- memory */
+
+static void *mem_alloc(const struct accel_ckpt_saver *sv, size_t n)
+{
+    return sv->mem.alloc ? sv->mem.alloc(sv->mem.ctx, n) : accel_malloc(n);
+}
+
+static void mem_free(const struct accel_ckpt_saver *sv, void *p)
+{
+    if (p && sv->mem.free)
+        sv->mem.free(sv->mem.ctx, p);
+    else
+        accel_free(p);
+}
+
+/* b holds at least n bytes (its content is not kept). */
+static bool mem_reserve(struct accel_ckpt_saver *sv, struct mem *b, size_t n)
+{
+    void *p;
+
+    if (b->cap >= n)
+        return true;
+    p = mem_alloc(sv, n);
+    if (!p)
+        return false;
+    mem_free(sv, b->p);
+    b->p = p;
+    b->cap = n;
+    return true;
+}
+
+static void job_free(struct job *j)
+{
+    for (size_t i = 0; i < j->nmeta; i++) {
+        accel_free((char *)j->meta[i].key);
+        accel_free((char *)j->meta[i].value);
+    }
+    for (size_t i = 0; i < j->n; i++)
+        accel_free((char *)j->p[i].t.name);
+    accel_free(j->meta);
+    accel_free(j->p);
+    memset(j, 0, sizeof *j);
+}
+
+/* ---------------------------------------------------------------- collective */
+
+/* Every rank's ok, through the min: *all true when every rank's was. */
+static enum accel_err agree(struct accel_ckpt_saver *sv, bool ok, bool *all,
+                            struct accel_error *err)
+{
+    uint64_t m = 0;
+    enum accel_err rc = sv->o.min(sv->o.min_ctx, ok ? 1 : 0, &m, err);
+
+    *all = rc == ACCEL_OK && m == 1;
+    return rc;
+}
+
+/* rank 0's value on every rank */
+static enum accel_err from_rank0(struct accel_ckpt_saver *sv, uint64_t v, uint64_t *out,
+                                 struct accel_error *err)
+{
+    return sv->o.min(sv->o.min_ctx, sv->o.rank == 0 ? v : UINT64_MAX, out, err);
+}
+
+/* The options of one save in the root (or `root`), as save.c takes them. */
+static struct accel_ckpt_save_opts save_opts(const struct accel_ckpt_saver *sv, const char *root,
+                                             unsigned long step, const struct accel_ckpt_kv *meta,
+                                             size_t nmeta)
+{
+    return (struct accel_ckpt_save_opts){root,  step,       sv->o.rank, sv->o.world, meta,
+                                         nmeta, sv->o.keep, NULL,       NULL};
+}
+
+/* ---------------------------------------------------------------- the copy up */
+
+/* Sleeps so that `done` bytes since t0 keep to `rate` bytes/s. */
+static void pace(uint64_t rate, const struct timespec *t0, uint64_t done)
+{
+    struct timespec now, wait;
+    double due, spent;
+
+    if (rate == 0)
+        return;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    due = (double)done / (double)rate;
+    spent = (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
+    if (due <= spent)
+        return;
+    wait.tv_sec = (time_t)(due - spent);
+    wait.tv_nsec = (long)((due - spent - (double)wait.tv_sec) * 1e9);
+    while (nanosleep(&wait, &wait) != 0 && errno == EINTR)
+        ;
+}
+
+/* XXH3-64 of the file at path, read from the device where the file system
+ * allows (O_DIRECT, else with the page cache dropped first), into *sum. */
+static enum accel_err read_back(const char *path, void *buf, size_t bufsize, uint64_t *sum,
+                                struct accel_error *err)
+{
+    XXH3_state_t *h = XXH3_createState();
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_DIRECT);
+    enum accel_err rc = ACCEL_OK;
+    ssize_t n;
+
+    if (fd < 0) {
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd >= 0)
+            (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    }
+    if (!h || fd < 0) {
+        rc = fd < 0 ? accel_error_sys(err, ACCEL_EIO, "couldn't open %s to check it", path)
+                    : accel_error_set(err, ACCEL_ENOMEM, "checkpoint: out of memory");
+        goto out;
+    }
+    XXH3_64bits_reset(h);
+    while ((n = read(fd, buf, bufsize)) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = accel_error_sys(err, ACCEL_EIO, "couldn't read %s back", path);
+            goto out;
+        }
+        XXH3_64bits_update(h, buf, (size_t)n);
+    }
+    *sum = XXH3_64bits_digest(h);
+out:
+    if (fd >= 0)
+        close(fd);
+    XXH3_freeState(h);
+    return rc;
+}
+
+/* Copies this rank's file of `step` from the local tier to the root's step
+ * directory durably, at copy_rate, and checks it: what was read locally,
+ * what was written, and what reads back from the root all hash the same
+ * (and `sum`, when given: what the local write hashed). */
+static enum accel_err copy_up(struct accel_ckpt_saver *sv, unsigned long step, const uint64_t *sum,
+                              struct accel_error *err)
+{
+    char name[64], step_name[32], ldir[4096], from[4200], rdir[4096];
+    struct ckpt__out f = {.fd = -1, .hashing = true};
+    XXH3_state_t *h = XXH3_createState();
+    struct timespec t0;
+    struct stat st;
+    uint64_t got = 0, wrote = 0, back = 0, done = 0;
+    void *buf = NULL;
+    enum accel_err rc;
+    int fd = -1;
+
+    ckpt__rank_name(name, sizeof name, sv->o.rank, sv->o.world);
+    ckpt__step_name(step_name, sizeof step_name, step);
+    if (!h || posix_memalign(&buf, CK_DIRECT_ALIGN, CK_DIRECT_BUF) != 0) {
+        buf = NULL;
+        rc = accel_error_set(err, ACCEL_ENOMEM, "checkpoint: out of memory");
+        goto out;
+    }
+    XXH3_64bits_reset(h);
+    if (!ckpt__path(ldir, sizeof ldir, sv->o.local, step_name) ||
+        !ckpt__path(from, sizeof from, ldir, name)) {
+        rc = accel_error_set(err, ACCEL_EINVAL, "path too long: %s", sv->o.local);
+        goto out;
+    }
+    fd = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        rc = accel_error_sys(err, ACCEL_EIO, "couldn't open the local copy %s", from);
+        goto out;
+    }
+    rc = ckpt__step_dir(sv->o.root, step, sv->o.rank, rdir, sizeof rdir, err);
+    f.total = (uint64_t)st.st_size;
+    if (rc == ACCEL_OK)
+        rc = ckpt__out_open(&f, rdir, name, err);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (rc == ACCEL_OK) {
+        ssize_t n = read(fd, buf, CK_DIRECT_BUF);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            rc = accel_error_sys(err, ACCEL_EIO, "couldn't read the local copy %s", from);
+        if (n <= 0)
+            break;
+        XXH3_64bits_update(h, buf, (size_t)n);
+        rc = ckpt__out_write(&f, buf, (uint64_t)n, err);
+        done += (uint64_t)n;
+        pace(sv->o.copy_rate, &t0, done);
+    }
+    if (rc == ACCEL_OK && done != (uint64_t)st.st_size)
+        rc = accel_error_set(err, ACCEL_EIO, "%s: %" PRIu64 " bytes read, %lld expected", from,
+                             done, (long long)st.st_size);
+    rc = ckpt__out_close(&f, rc, &wrote, err);
+    got = XXH3_64bits_digest(h);
+    if (rc == ACCEL_OK && (got != wrote || (sum && *sum != got)))
+        rc = accel_error_set(err, ACCEL_EIO,
+                             "%s: the copy read from %s is not what was written there (it "
+                             "changed on the local disk)",
+                             f.path, from);
+    if (rc == ACCEL_OK)
+        rc = read_back(f.path, buf, CK_DIRECT_BUF, &back, err);
+    if (rc == ACCEL_OK && back != wrote)
+        rc = accel_error_set(err, ACCEL_EIO,
+                             "%s reads back other bytes than were written to it (the shared "
+                             "storage changed them)",
+                             f.path);
+out:
+    if (fd >= 0)
+        close(fd);
+    free(buf); /* posix_memalign's */
+    XXH3_freeState(h);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- the writer */
+
+static enum accel_err run_job(struct accel_ckpt_saver *sv, const struct job *j,
+                              struct accel_error *err)
+{
+    const char *tier = sv->o.local ? sv->o.local : sv->o.root;
+    const struct accel_ckpt_save_opts so = save_opts(sv, tier, j->step, j->meta, j->nmeta);
+    char dir[4096];
+    uint64_t sum = 0;
+    enum accel_err rc;
+
+    rc = ckpt__step_dir(tier, j->step, sv->o.rank, dir, sizeof dir, err);
+    if (rc == ACCEL_OK)
+        rc = ckpt__write_rank(&so, dir, j->p, j->n, sv->o.local ? &sum : NULL, err);
+    if (rc == ACCEL_OK && sv->o.local) {
+        if (accel_fsync_dir(dir) != ACCEL_OK) /* the local copy's rename: it is a record */
+            rc = accel_error_sys(err, ACCEL_EIO, "couldn't fsync %s", dir);
+        if (rc == ACCEL_OK)
+            rc = copy_up(sv, j->step, &sum, err);
+    }
+    return rc;
+}
+
+static void *writer(void *arg)
+{
+    struct accel_ckpt_saver *sv = arg;
+
+    pthread_mutex_lock(&sv->mu);
+    for (;;) {
+        struct accel_error e;
+        enum accel_err rc;
+
+        while (!sv->queued && !sv->quit)
+            pthread_cond_wait(&sv->cv, &sv->mu);
+        if (!sv->queued)
+            break;
+        sv->queued = false;
+        pthread_mutex_unlock(&sv->mu);
+        accel_error_clear(&e);
+        rc = run_job(sv, &sv->job, &e); /* the job is the writer's while RUNNING */
+        pthread_mutex_lock(&sv->mu);
+        sv->werr = e;
+        sv->state = rc == ACCEL_OK ? W_DONE : W_FAILED;
+        pthread_cond_broadcast(&sv->cv);
+    }
+    pthread_mutex_unlock(&sv->mu);
+    return NULL;
+}
+
+/* The state once the writer is done with the save (block) or now. */
+static enum wstate state_of(struct accel_ckpt_saver *sv, bool block)
+{
+    enum wstate s;
+
+    pthread_mutex_lock(&sv->mu);
+    while (block && sv->state == W_RUNNING)
+        pthread_cond_wait(&sv->cv, &sv->mu);
+    s = sv->state;
+    pthread_mutex_unlock(&sv->mu);
+    return s;
+}
+
+static void finish_job(struct accel_ckpt_saver *sv)
+{
+    pthread_mutex_lock(&sv->mu);
+    sv->state = W_IDLE;
+    pthread_mutex_unlock(&sv->mu);
+    job_free(&sv->job);
+}
+
+/* ---------------------------------------------------------------- open, close */
+
+static char *dup_or_null(const char *s, bool *ok)
+{
+    char *d = s ? accel_strdup(s) : NULL;
+
+    if (s && !d)
+        *ok = false;
+    return d;
+}
+
+enum accel_err accel_ckpt_saver_open(struct accel_ckpt_saver **out,
+                                     const struct accel_ckpt_saver_opts *o, struct accel_error *err)
+{
+    struct accel_ckpt_saver *sv;
+    enum accel_err rc = ACCEL_OK, arc;
+    bool ok = true, all = false;
+
+    *out = NULL;
+    if (!o || !o->min || !o->root || !*o->root || (o->local && !*o->local) || o->world < 1 ||
+        o->world > ACCEL_CKPT_MAX_WORLD || o->rank >= o->world)
+        return accel_error_set(err, ACCEL_EINVAL,
+                               "checkpoint saver: needs a root, a min function and rank < world "
+                               "<= %d",
+                               ACCEL_CKPT_MAX_WORLD);
+    sv = accel_calloc(1, sizeof *sv);
+    if (!sv)
+        return accel_error_set(err, ACCEL_ENOMEM, "checkpoint saver: out of memory");
+    sv->o = *o;
+    sv->o.root = dup_or_null(o->root, &ok);
+    sv->o.local = dup_or_null(o->local, &ok);
+    sv->o.owner = dup_or_null(o->owner, &ok);
+    sv->o.mem = NULL;
+    if (o->mem)
+        sv->mem = *o->mem;
+    if (sv->o.keep_local == 0)
+        sv->o.keep_local = 1;
+    sv->lock = -1;
+    if (!ok || pthread_mutex_init(&sv->mu, NULL) != 0) {
+        rc = accel_error_set(err, ACCEL_ENOMEM, "checkpoint saver: out of memory");
+    } else if (pthread_cond_init(&sv->cv, NULL) != 0) {
+        pthread_mutex_destroy(&sv->mu);
+        rc = accel_error_set(err, ACCEL_ENOMEM, "checkpoint saver: out of memory");
+    }
+    if (rc != ACCEL_OK) {
+        accel_free((char *)sv->o.root);
+        accel_free((char *)sv->o.local);
+        accel_free((char *)sv->o.owner);
+        accel_free(sv);
+        return rc;
+    }
+    /* the root and its lock (rank 0), each rank's local tier, the writer */
+    if (o->rank == 0 && (rc = ckpt__root_dir(sv->o.root, 0, err)) == ACCEL_OK)
+        rc = ckpt__lock_take(sv->o.root, sv->o.owner, &sv->lock, err);
+    if (rc == ACCEL_OK && sv->o.local)
+        rc = ckpt__root_dir(sv->o.local, 1, err);
+    if (rc == ACCEL_OK) {
+        if (pthread_create(&sv->thread, NULL, writer, sv) != 0)
+            rc = accel_error_sys(err, ACCEL_ENOMEM, "checkpoint saver: couldn't start its writer");
+        else
+            sv->thread_up = true;
+    }
+    arc = agree(sv, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
+    if (rc == ACCEL_OK && arc != ACCEL_OK)
+        rc = arc;
+    else if (rc == ACCEL_OK && !all)
+        rc = accel_error_set(err, ACCEL_EPEER,
+                             "checkpoint saver: another rank could not open its saver of %s (rank "
+                             "0 takes the root's lock; their logs say why); nothing was written",
+                             sv->o.root);
+    if (rc != ACCEL_OK) {
+        accel_ckpt_saver_close(sv);
+        return rc;
+    }
+    *out = sv;
+    return ACCEL_OK;
+}
+
+void accel_ckpt_saver_close(struct accel_ckpt_saver *sv)
+{
+    if (!sv)
+        return;
+    if (sv->thread_up) {
+        pthread_mutex_lock(&sv->mu);
+        sv->quit = true; /* a job in hand is finished first */
+        pthread_cond_broadcast(&sv->cv);
+        pthread_mutex_unlock(&sv->mu);
+        pthread_join(sv->thread, NULL);
+    }
+    job_free(&sv->job);
+    mem_free(sv, sv->staging.p);
+    mem_free(sv, sv->copies.p);
+    ckpt__lock_drop(sv->lock);
+    pthread_cond_destroy(&sv->cv);
+    pthread_mutex_destroy(&sv->mu);
+    accel_free((char *)sv->o.root);
+    accel_free((char *)sv->o.local);
+    accel_free((char *)sv->o.owner);
+    accel_free(sv);
+}
+
+/* ---------------------------------------------------------------- saving */
+
+unsigned long accel_ckpt_saver_pending(struct accel_ckpt_saver *sv)
+{
+    return state_of(sv, false) == W_IDLE ? 0 : sv->job.step;
+}
+
+void *accel_ckpt_saver_staging(struct accel_ckpt_saver *sv, size_t bytes, struct accel_error *err)
+{
+    if (state_of(sv, false) != W_IDLE) {
+        accel_error_set(err, ACCEL_EBUSY,
+                        "checkpoint saver: the staging memory is the save's in flight (step %lu)",
+                        sv->job.step);
+        return NULL;
+    }
+    if (!mem_reserve(sv, &sv->staging, bytes ? bytes : 1)) {
+        accel_error_set(err, ACCEL_ENOMEM, "checkpoint saver: no %zu bytes of staging memory",
+                        bytes);
+        return NULL;
+    }
+    return sv->staging.p;
+}
+
+static bool in_staging(const struct accel_ckpt_saver *sv, const struct accel_ckpt_piece *p)
+{
+    const char *a = p->data, *s = sv->staging.p;
+    size_t bytes = (size_t)((p->hi - p->lo) * accel_dtype_size(p->t.dtype));
+
+    return s && a >= s && a <= s + sv->staging.cap && bytes <= (size_t)(s + sv->staging.cap - a);
+}
+
+/* The job of q: the request copied, the pieces' data out of the caller's
+ * memory (unless in staging) into ours.  Arguments checked first. */
+static enum accel_err make_job(struct accel_ckpt_saver *sv, const struct accel_ckpt_save_req *q,
+                               struct accel_error *err)
+{
+    const struct accel_ckpt_save_opts so = save_opts(sv, sv->o.root, q->step, q->meta, q->nmeta);
+    struct job *j = &sv->job;
+    size_t need = 0, at = 0;
+    enum accel_err rc = ckpt__check_save(&so, q->pieces, q->npieces, err);
+
+    if (rc != ACCEL_OK)
+        return rc;
+    for (size_t i = 0; i < q->npieces; i++)
+        if (!in_staging(sv, &q->pieces[i]))
+            need += (size_t)((q->pieces[i].hi - q->pieces[i].lo) *
+                             accel_dtype_size(q->pieces[i].t.dtype));
+    j->step = q->step;
+    j->meta = accel_calloc(q->nmeta ? q->nmeta : 1, sizeof *j->meta);
+    j->p = accel_calloc(q->npieces ? q->npieces : 1, sizeof *j->p);
+    if (!j->meta || !j->p || !mem_reserve(sv, &sv->copies, need ? need : 1))
+        goto nomem;
+    for (; j->nmeta < q->nmeta; j->nmeta++) {
+        struct accel_ckpt_kv *kv = &j->meta[j->nmeta];
+        kv->key = accel_strdup(q->meta[j->nmeta].key);
+        kv->value = accel_strdup(q->meta[j->nmeta].value);
+        if (!kv->key || !kv->value) {
+            j->nmeta++;
+            goto nomem;
+        }
+    }
+    for (; j->n < q->npieces; j->n++) {
+        const struct accel_ckpt_piece *p = &q->pieces[j->n];
+        struct accel_ckpt_piece *c = &j->p[j->n];
+        size_t bytes = (size_t)((p->hi - p->lo) * accel_dtype_size(p->t.dtype));
+
+        *c = *p;
+        c->t.name = accel_strdup(p->t.name);
+        if (!c->t.name) {
+            j->n++;
+            goto nomem;
+        }
+        if (!in_staging(sv, p)) { /* the snapshot: training may change p->data from now */
+            memcpy((char *)sv->copies.p + at, p->data, bytes);
+            c->data = (char *)sv->copies.p + at;
+            at += bytes;
+        }
+    }
+    return ACCEL_OK;
+nomem:
+    return accel_error_set(err, ACCEL_ENOMEM, "checkpoint step %lu: out of memory for its staging",
+                           q->step);
+}
+
+enum accel_err accel_ckpt_saver_start(struct accel_ckpt_saver *sv,
+                                      const struct accel_ckpt_save_req *q,
+                                      enum accel_ckpt_busy busy, struct accel_error *err)
+{
+    struct accel_error e;
+    enum accel_err rc;
+
+    if (state_of(sv, false) != W_IDLE) {
+        unsigned long done;
+        if (busy == ACCEL_CKPT_REFUSE)
+            return accel_error_set(err, ACCEL_EBUSY,
+                                   "checkpoint step %lu: step %lu is still being saved", q->step,
+                                   sv->job.step);
+        rc = accel_ckpt_saver_poll(sv, true, &done, err);
+        if (rc != ACCEL_OK)
+            return rc;
+    }
+    /* a problem of this rank's is the save's: the poll that ends it says it
+     * on every rank */
+    accel_error_clear(&e);
+    rc = make_job(sv, q, &e);
+    pthread_mutex_lock(&sv->mu);
+    if (rc == ACCEL_OK) {
+        sv->state = W_RUNNING;
+        sv->queued = true;
+        pthread_cond_broadcast(&sv->cv);
+    } else {
+        sv->job.step = q->step;
+        sv->werr = e;
+        sv->state = W_FAILED;
+    }
+    pthread_mutex_unlock(&sv->mu);
+    return ACCEL_OK;
+}
+
+/* Removes the local tier's steps older than step but the keep_local - 1
+ * newest of them, and, with `past`, those newer than step (attempts that
+ * did not finish).  Failures are logged. */
+static void trim_local(struct accel_ckpt_saver *sv, unsigned long step, bool past)
+{
+    struct accel_ckpt_entry *e = NULL;
+    struct accel_error err;
+    size_t n = 0, kept = 1;
+
+    if (!sv->o.local || ckpt__list(sv->o.local, false, &e, &n, &err) != ACCEL_OK)
+        return;
+    for (size_t i = n; i-- > 0;) {
+        if (e[i].step == step || (e[i].step > step && !past))
+            continue;
+        if (e[i].step < step && kept < sv->o.keep_local) {
+            kept++;
+            continue;
+        }
+        if (ckpt__remove_dir(sv->o.local, e[i].name, &err) != ACCEL_OK)
+            accel_log(ACCEL_LOG_WARN, "checkpoint: local tier: %s", err.msg);
+    }
+    accel_free(e);
+}
+
+/* Rank 0 commits `step` in the root (the others wait in the agreement);
+ * then `latest`, the root's clean-up, every rank's local tier. */
+static enum accel_err commit_step(struct accel_ckpt_saver *sv, unsigned long step,
+                                  const struct accel_ckpt_kv *meta, size_t nmeta,
+                                  struct accel_error *err)
+{
+    const struct accel_ckpt_save_opts so = save_opts(sv, sv->o.root, step, meta, nmeta);
+    char name[32], dir[4096];
+    enum accel_err rc = ACCEL_OK, arc;
+    bool all = false;
+
+    ckpt__step_name(name, sizeof name, step);
+    if (sv->o.rank == 0) {
+        if (!ckpt__path(dir, sizeof dir, sv->o.root, name))
+            rc = accel_error_set(err, ACCEL_EINVAL, "path too long: %s", sv->o.root);
+        else
+            rc = ckpt__commit(&so, dir, err);
+    }
+    arc = agree(sv, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
+    if (rc == ACCEL_OK && arc != ACCEL_OK)
+        rc = arc;
+    else if (rc == ACCEL_OK && !all)
+        rc = accel_error_set(err, ACCEL_EPEER,
+                             "checkpoint step %lu: rank 0 could not commit it (its log says why)",
+                             step);
+    if (rc != ACCEL_OK)
+        return rc;
+    if (sv->o.rank == 0)
+        ckpt__after_commit(&so);
+    trim_local(sv, step, false);
+    return ACCEL_OK;
+}
+
+enum accel_err accel_ckpt_saver_poll(struct accel_ckpt_saver *sv, bool block,
+                                     unsigned long *committed, struct accel_error *err)
+{
+    enum wstate s = state_of(sv, block);
+    uint64_t least = 0;
+    unsigned long step = sv->job.step;
+    enum accel_err rc;
+
+    *committed = 0;
+    if (s == W_IDLE)
+        return ACCEL_OK;
+    /* every rank's state: 0 writing, 1 failed, 2 done; the least decides */
+    rc = sv->o.min(sv->o.min_ctx, s == W_RUNNING ? 0 : s == W_FAILED ? 1 : 2, &least, err);
+    if (rc != ACCEL_OK || least == 0)
+        return rc;
+    if (least == 1) {
+        if (s == W_FAILED) {
+            *err = sv->werr;
+            rc = sv->werr.code ? sv->werr.code : ACCEL_EIO;
+        } else {
+            rc = accel_error_set(err, ACCEL_EPEER,
+                                 "checkpoint step %lu: another rank failed to write its part "
+                                 "(its log says why); nothing was committed",
+                                 step);
+        }
+        finish_job(sv);
+        return rc;
+    }
+    rc = commit_step(sv, step, sv->job.meta, sv->job.nmeta, err);
+    finish_job(sv);
+    if (rc == ACCEL_OK)
+        *committed = step;
+    return rc;
+}
+
+enum accel_err accel_ckpt_saver_save(struct accel_ckpt_saver *sv,
+                                     const struct accel_ckpt_save_req *q, struct accel_error *err)
+{
+    unsigned long done = 0;
+    enum accel_err rc = accel_ckpt_saver_start(sv, q, ACCEL_CKPT_WAIT, err);
+
+    return rc == ACCEL_OK ? accel_ckpt_saver_poll(sv, true, &done, err) : rc;
+}
+
+/* ---------------------------------------------------------------- resuming */
+
+/* The newest step under root whose step directory holds `file` (a
+ * committed checkpoint's manifest, or this rank's file), 0 when none. */
+static unsigned long newest_with(const char *root, const char *file)
+{
+    struct accel_ckpt_entry *e = NULL;
+    struct accel_error err;
+    unsigned long best = 0;
+    char dir[4096], path[4200];
+    size_t n = 0;
+
+    if (ckpt__list(root, false, &e, &n, &err) != ACCEL_OK)
+        return 0;
+    for (size_t i = n; i-- > 0 && !best;) {
+        struct stat st;
+        if (ckpt__path(dir, sizeof dir, root, e[i].name) &&
+            ckpt__path(path, sizeof path, dir, file) && lstat(path, &st) == 0 &&
+            S_ISREG(st.st_mode))
+            best = e[i].step;
+    }
+    accel_free(e);
+    return best;
+}
+
+/* The save's metadata as this rank's local file of `step` recorded it
+ * (rank 0 commits with it), into a new array of *n pairs. */
+static enum accel_err local_meta(struct accel_ckpt_saver *sv, unsigned long step,
+                                 struct accel_ckpt_kv **out, size_t *n, struct accel_error *err)
+{
+    char name[64], step_name[32], dir[4096], path[4200];
+    struct ckpt__st_header h;
+    const char *json;
+    cJSON *doc = NULL;
+    struct stat st;
+    enum accel_err rc;
+    int fd;
+
+    *out = NULL;
+    *n = 0;
+    memset(&h, 0, sizeof h);
+    ckpt__rank_name(name, sizeof name, sv->o.rank, sv->o.world);
+    ckpt__step_name(step_name, sizeof step_name, step);
+    if (!ckpt__path(dir, sizeof dir, sv->o.local, step_name) ||
+        !ckpt__path(path, sizeof path, dir, name))
+        return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", sv->o.local);
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return accel_error_sys(err, ACCEL_EIO, "couldn't open %s", path);
+    }
+    rc = ckpt__st_read(fd, (uint64_t)st.st_size, ST_MAX_HEADER, path, &h, err);
+    close(fd);
+    json = rc == ACCEL_OK ? ckpt__st_meta(&h, CK_META_USER) : NULL;
+    doc = json ? ckpt__st_json_object(json, strlen(json)) : NULL;
+    if (rc == ACCEL_OK && !doc)
+        rc = accel_error_set(err, ACCEL_EPARSE, "%s: __metadata__[\"%s\"] is missing or malformed",
+                             path, CK_META_USER);
+    if (rc == ACCEL_OK) {
+        size_t cap = (size_t)cJSON_GetArraySize(doc);
+        *out = accel_calloc(cap ? cap : 1, sizeof **out);
+        if (!*out)
+            rc = accel_error_set(err, ACCEL_ENOMEM, "checkpoint: out of memory");
+        for (const cJSON *e = doc->child; rc == ACCEL_OK && e; e = e->next) {
+            struct accel_ckpt_kv *kv = &(*out)[*n];
+            if (!cJSON_IsString(e))
+                rc = accel_error_set(err, ACCEL_EPARSE, "%s: metadata '%s' is not a string", path,
+                                     e->string);
+            else if (!(kv->key = accel_strdup(e->string)) ||
+                     !(kv->value = accel_strdup(e->valuestring)))
+                rc = accel_error_set(err, ACCEL_ENOMEM, "checkpoint: out of memory");
+            (*n)++;
+        }
+    }
+    cJSON_Delete(doc);
+    ckpt__st_header_free(&h);
+    return rc;
+}
+
+static void kv_free(struct accel_ckpt_kv *kv, size_t n)
+{
+    for (size_t i = 0; kv && i < n; i++) {
+        accel_free((char *)kv[i].key);
+        accel_free((char *)kv[i].value);
+    }
+    accel_free(kv);
+}
+
+/* Every rank's local copy of `step` copied up, then committed in the root. */
+static enum accel_err commit_local(struct accel_ckpt_saver *sv, unsigned long step,
+                                   struct accel_error *err)
+{
+    struct accel_ckpt_kv *meta = NULL;
+    size_t nmeta = 0;
+    enum accel_err rc, arc;
+    bool all = false;
+
+    rc = copy_up(sv, step, NULL, err);
+    if (rc == ACCEL_OK && sv->o.rank == 0)
+        rc = local_meta(sv, step, &meta, &nmeta, err);
+    arc = agree(sv, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
+    if (rc == ACCEL_OK && arc != ACCEL_OK)
+        rc = arc;
+    else if (rc == ACCEL_OK && !all)
+        rc = accel_error_set(err, ACCEL_EPEER,
+                             "checkpoint step %lu: another rank could not copy its local file up "
+                             "(its log says why)",
+                             step);
+    if (rc == ACCEL_OK)
+        rc = commit_step(sv, step, meta, nmeta, err);
+    kv_free(meta, nmeta);
+    return rc;
+}
+
+enum accel_err accel_ckpt_saver_resume(struct accel_ckpt_saver *sv, unsigned long *step,
+                                       struct accel_error *err)
+{
+    char name[64];
+    uint64_t shared = 0, local = 0, all_have = 0;
+    unsigned long mine = 0;
+    enum accel_err rc;
+
+    *step = 0;
+    /* rank 0's view of the root (the others' may be behind, through NFS) */
+    rc = from_rank0(sv, sv->o.rank == 0 ? newest_with(sv->o.root, CK_MANIFEST) : 0, &shared, err);
+    if (rc != ACCEL_OK)
+        return rc;
+    if (sv->o.local) {
+        ckpt__rank_name(name, sizeof name, sv->o.rank, sv->o.world);
+        mine = newest_with(sv->o.local, name);
+        rc = sv->o.min(sv->o.min_ctx, mine, &local, err);
+        if (rc == ACCEL_OK && local > shared) {
+            char step_name[32], dir[4096], path[4200];
+            struct stat st;
+            bool have;
+            ckpt__step_name(step_name, sizeof step_name, (unsigned long)local);
+            have = ckpt__path(dir, sizeof dir, sv->o.local, step_name) &&
+                   ckpt__path(path, sizeof path, dir, name) && lstat(path, &st) == 0 &&
+                   S_ISREG(st.st_mode);
+            rc = sv->o.min(sv->o.min_ctx, have ? 1 : 0, &all_have, err);
+        }
+        if (rc != ACCEL_OK)
+            return rc;
+        if (local > shared && all_have == 1) {
+            struct accel_error e;
+            accel_error_clear(&e);
+            if (commit_local(sv, (unsigned long)local, &e) == ACCEL_OK) {
+                if (sv->o.rank == 0)
+                    accel_log(ACCEL_LOG_INFO,
+                              "checkpoint: step %lu was in every rank's local tier, not yet in "
+                              "%s: committed there from the local copies",
+                              (unsigned long)local, sv->o.root);
+                shared = local;
+            } else {
+                accel_log(ACCEL_LOG_WARN,
+                          "checkpoint: step %lu of the local tier could not be committed in %s "
+                          "(%s): resuming from step %lu",
+                          (unsigned long)local, sv->o.root, e.msg, (unsigned long)shared);
+            }
+        }
+        trim_local(sv, (unsigned long)shared, true);
+    }
+    *step = (unsigned long)shared;
+    return ACCEL_OK;
+}
+
+enum accel_err accel_ckpt_saver_open_step(struct accel_ckpt_saver *sv, unsigned long step,
+                                          struct accel_ckpt **c, struct accel_error *err)
+{
+    char name[32], dir[4096], local[4096];
+    enum accel_err rc;
+
+    *c = NULL;
+    ckpt__step_name(name, sizeof name, step);
+    if (!ckpt__path(dir, sizeof dir, sv->o.root, name) ||
+        (sv->o.local && !ckpt__path(local, sizeof local, sv->o.local, name)))
+        return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", sv->o.root);
+    rc = accel_ckpt_open(c, dir, err);
+    if (rc == ACCEL_OK && sv->o.local && !((*c)->local_dir = accel_strdup(local))) {
+        accel_ckpt_close(*c);
+        *c = NULL;
+        rc = accel_error_set(err, ACCEL_ENOMEM, "checkpoint: out of memory");
+    }
+    return rc;
+}
