@@ -577,6 +577,20 @@ enum accel_err accel_ckpt_saver_start(struct accel_ckpt_saver *sv,
     return ACCEL_OK;
 }
 
+void accel_ckpt_saver_fail(struct accel_ckpt_saver *sv, unsigned long step,
+                           const struct accel_error *why)
+{
+    pthread_mutex_lock(&sv->mu);
+    if (sv->state == W_IDLE) {
+        sv->job.step = step;
+        sv->werr = *why;
+        if (sv->werr.code == ACCEL_OK)
+            sv->werr.code = ACCEL_EIO;
+        sv->state = W_FAILED;
+    }
+    pthread_mutex_unlock(&sv->mu);
+}
+
 /* Removes the local tier's steps older than step but the keep_local - 1
  * newest of them, and, with `past`, those newer than step (attempts that
  * did not finish).  Failures are logged. */
@@ -584,6 +598,7 @@ static void trim_local(struct accel_ckpt_saver *sv, unsigned long step, bool pas
 {
     struct accel_ckpt_entry *e = NULL;
     struct accel_error err;
+    char path[4096];
     size_t n = 0, kept = 1;
 
     if (!sv->o.local || ckpt__list(sv->o.local, false, &e, &n, &err) != ACCEL_OK)
@@ -595,7 +610,10 @@ static void trim_local(struct accel_ckpt_saver *sv, unsigned long step, bool pas
             kept++;
             continue;
         }
-        if (ckpt__remove_dir(sv->o.local, e[i].name, &err) != ACCEL_OK)
+        /* the ranks of a node share its local tier: another may be removing
+         * the same directory, and only one that stays is worth a word */
+        if (ckpt__remove_dir(sv->o.local, e[i].name, &err) != ACCEL_OK &&
+            ckpt__path(path, sizeof path, sv->o.local, e[i].name) && access(path, F_OK) == 0)
             accel_log(ACCEL_LOG_WARN, "checkpoint: local tier: %s", err.msg);
     }
     accel_free(e);

@@ -126,12 +126,16 @@ static enum accel_err add_pieces(struct accel_shard *s, struct shard_unit *d, si
     return ACCEL_OK;
 }
 
+/* The pieces of this rank's state into v; on a device its slices copied
+ * to host memory first: into the saver's staging when the shard has a
+ * saver (pinned, and not copied again by the save), else a buffer of v's. */
 static enum accel_err collect_pieces(struct accel_shard *s, struct saved *v,
                                      struct accel_error *err)
 {
     unsigned ns = nstates(s);
     size_t cap = 0, staged = 0, at = 0;
     bool dev = s->mem != &shard__host_ops;
+    float *dst = NULL;
     enum accel_err rc = ACCEL_OK;
 
     for (size_t u = 0; u < s->nunits; u++) {
@@ -142,10 +146,14 @@ static enum accel_err collect_pieces(struct accel_shard *s, struct saved *v,
     }
     v->p = accel_calloc(cap ? cap : 1, sizeof *v->p);
     v->names = accel_calloc(cap ? cap : 1, sizeof *v->names);
-    if (dev)
-        v->staging = accel_malloc(staged ? staged * sizeof(float) : 1);
-    if (!v->p || !v->names || (dev && !v->staging))
-        return accel_error_set(err, ACCEL_ENOMEM, "shard: save: out of host memory");
+    if (dev && s->saver)
+        dst = accel_ckpt_saver_staging(s->saver, staged * sizeof(float), err);
+    else if (dev)
+        dst = v->staging = accel_malloc(staged ? staged * sizeof(float) : 1);
+    if (!v->p || !v->names || (dev && !dst))
+        return s->saver && dev && !dst
+                   ? err->code
+                   : accel_error_set(err, ACCEL_ENOMEM, "shard: save: out of host memory");
     for (size_t u = 0; rc == ACCEL_OK && u < s->nunits; u++) {
         struct shard_unit *d = &s->units[u];
         const float *src[3];
@@ -158,8 +166,8 @@ static enum accel_err collect_pieces(struct accel_shard *s, struct saved *v,
             const float *buf = k ? d->state[k - 1] : d->master;
             src[k] = buf + (a - d->begin);
             if (dev) { /* waits for the stream: the values after the last step */
-                rc = s->mem->get(s->ctx, v->staging + at, src[k], (b - a) * sizeof(float), err);
-                src[k] = v->staging + at;
+                rc = s->mem->get(s->ctx, dst + at, src[k], (b - a) * sizeof(float), err);
+                src[k] = dst + at;
                 at += b - a;
             }
         }
@@ -169,18 +177,19 @@ static enum accel_err collect_pieces(struct accel_shard *s, struct saved *v,
     return rc;
 }
 
-enum accel_err accel_shard_save(struct accel_shard *s, const char *root, unsigned long step,
-                                const struct accel_ckpt_kv *meta, size_t nmeta, unsigned keep,
-                                struct accel_error *err)
-{
-    struct accel_ckpt_kv all[ACCEL_CKPT_MAX_META];
+/* The trainer's metadata and the shard's ("shard.*") into m. */
+struct save_meta {
+    struct accel_ckpt_kv kv[ACCEL_CKPT_MAX_META];
+    size_t n;
     char nsteps[32], scale[64];
-    struct saved v = {0};
-    size_t n = 0;
-    enum accel_err rc;
+};
 
-    /* argument errors return before the save's agreement: they are the
-     * same on every rank (the trainer passes the same metadata everywhere) */
+/* Argument errors are the same on every rank (the trainer passes the same
+ * metadata everywhere), so they return before any agreement. */
+static enum accel_err save_meta(const struct accel_shard *s, const struct accel_ckpt_kv *meta,
+                                size_t nmeta, struct save_meta *m, struct accel_error *err)
+{
+    m->n = 0;
     if (nmeta > ACCEL_CKPT_MAX_META - 5 || (nmeta && !meta))
         return accel_error_set(err, ACCEL_ETOOBIG, "shard: save: at most %d metadata entries",
                                ACCEL_CKPT_MAX_META - 5);
@@ -190,18 +199,37 @@ enum accel_err accel_shard_save(struct accel_shard *s, const char *root, unsigne
                                    "shard: save: metadata key '%s': \"shard.\" keys are the "
                                    "shard's own",
                                    meta[i].key);
-        all[n++] = meta[i];
+        m->kv[m->n++] = meta[i];
     }
-    snprintf(nsteps, sizeof nsteps, "%lu", s->step);
-    snprintf(scale, sizeof scale, "%a", s->scale);
-    all[n++] = (struct accel_ckpt_kv){"shard.step", nsteps};
-    all[n++] = (struct accel_ckpt_kv){"shard.loss_scale", scale};
-    all[n++] = (struct accel_ckpt_kv){"shard.optimizer", optimizer_name(s)};
-    all[n++] = (struct accel_ckpt_kv){"shard.compute", accel_dtype_name(s->o.compute)};
-    all[n++] = (struct accel_ckpt_kv){"shard.strategy",
-                                      s->o.strategy == ACCEL_FULL_SHARD      ? "FULL_SHARD"
-                                      : s->o.strategy == ACCEL_SHARD_GRAD_OP ? "SHARD_GRAD_OP"
-                                                                             : "NO_SHARD"};
+    snprintf(m->nsteps, sizeof m->nsteps, "%lu", s->step);
+    snprintf(m->scale, sizeof m->scale, "%a", s->scale);
+    m->kv[m->n++] = (struct accel_ckpt_kv){"shard.step", m->nsteps};
+    m->kv[m->n++] = (struct accel_ckpt_kv){"shard.loss_scale", m->scale};
+    m->kv[m->n++] = (struct accel_ckpt_kv){"shard.optimizer", optimizer_name(s)};
+    m->kv[m->n++] = (struct accel_ckpt_kv){"shard.compute", accel_dtype_name(s->o.compute)};
+    m->kv[m->n++] = (struct accel_ckpt_kv){"shard.strategy",
+                                           s->o.strategy == ACCEL_FULL_SHARD      ? "FULL_SHARD"
+                                           : s->o.strategy == ACCEL_SHARD_GRAD_OP ? "SHARD_GRAD_OP"
+                                                                                  : "NO_SHARD"};
+    return ACCEL_OK;
+}
+
+enum accel_err accel_shard_save(struct accel_shard *s, const char *root, unsigned long step,
+                                const struct accel_ckpt_kv *meta, size_t nmeta, unsigned keep,
+                                struct accel_error *err)
+{
+    struct save_meta m;
+    struct saved v = {0};
+    enum accel_err rc;
+
+    if (s->saver) { /* through the saver: its root and keep */
+        unsigned long done;
+        rc = accel_shard_save_start(s, step, meta, nmeta, ACCEL_CKPT_WAIT, err);
+        return rc == ACCEL_OK ? accel_shard_save_poll(s, true, &done, err) : rc;
+    }
+    rc = save_meta(s, meta, nmeta, &m, err);
+    if (rc != ACCEL_OK)
+        return rc;
     /* the last step's updates were queued after the compute stream's work */
     rc = s->mem->from_compute(s->ctx, err);
     if (rc == ACCEL_OK)
@@ -215,12 +243,128 @@ enum accel_err accel_shard_save(struct accel_shard *s, const char *root, unsigne
         return rc;
     }
     {
-        const struct accel_ckpt_save_opts o = {root, step, s->rank, s->world, all,
-                                               n,    keep, agree,   s};
+        const struct accel_ckpt_save_opts o = {root, step, s->rank, s->world, m.kv,
+                                               m.n,  keep, agree,   s};
         rc = accel_ckpt_save(&o, v.p, v.n, err);
     }
     saved_free(&v);
     return rc;
+}
+
+/* ---------------------------------------------------------------- the saver */
+
+/* The saver's collective step: every rank's value through the shard's own
+ * exchange, the smallest kept. */
+static enum accel_err saver_min(void *ctx, uint64_t mine, uint64_t *min, struct accel_error *err)
+{
+    struct accel_shard *s = ctx;
+    enum accel_err rc = shard__exchange(s, mine, err);
+
+    *min = UINT64_MAX;
+    for (unsigned r = 0; rc == ACCEL_OK && r < s->world; r++)
+        if (shard__exchanged(s, r) < *min)
+            *min = shard__exchanged(s, r);
+    return rc;
+}
+
+static void *saver_alloc(void *ctx, size_t bytes)
+{
+    struct accel_shard *s = ctx;
+    return s->mem->pinned_alloc(s->ctx, bytes);
+}
+
+static void saver_free(void *ctx, void *p)
+{
+    struct accel_shard *s = ctx;
+    s->mem->pinned_free(s->ctx, p);
+}
+
+enum accel_err accel_shard_ckpt_open(struct accel_shard *s, const struct accel_shard_ckpt_opts *o,
+                                     struct accel_error *err)
+{
+    const struct accel_ckpt_mem mem = {saver_alloc, saver_free, s};
+    struct accel_ckpt_saver_opts so;
+
+    if (s->saver || !o)
+        return accel_error_set(err, ACCEL_EINVAL, "shard: checkpoints: %s",
+                               s->saver ? "the saver is open already" : "no options");
+    so = (struct accel_ckpt_saver_opts){o->root,       o->local,     s->rank,  s->world,  o->keep,
+                                        o->keep_local, o->copy_rate, o->owner, saver_min, s,
+                                        &mem};
+    return accel_ckpt_saver_open(&s->saver, &so, err);
+}
+
+void shard__ckpt_close(struct accel_shard *s)
+{
+    accel_ckpt_saver_close(s->saver);
+    s->saver = NULL;
+}
+
+enum accel_err accel_shard_ckpt_resume(struct accel_shard *s, unsigned long *step,
+                                       struct accel_ckpt **c, struct accel_error *err)
+{
+    enum accel_err rc;
+
+    *c = NULL;
+    *step = 0;
+    if (!s->saver)
+        return accel_error_set(err, ACCEL_EINVAL,
+                               "shard: resume: no saver (accel_shard_ckpt_open)");
+    rc = accel_ckpt_saver_resume(s->saver, step, err);
+    if (rc != ACCEL_OK || *step == 0)
+        return rc;
+    /* this rank's failure is accel_shard_load's agreement's, for all */
+    if (accel_ckpt_saver_open_step(s->saver, *step, c, err) != ACCEL_OK)
+        *c = NULL;
+    return ACCEL_OK;
+}
+
+enum accel_err accel_shard_save_start(struct accel_shard *s, unsigned long step,
+                                      const struct accel_ckpt_kv *meta, size_t nmeta,
+                                      enum accel_ckpt_busy busy, struct accel_error *err)
+{
+    struct save_meta m;
+    struct saved v = {0};
+    enum accel_err rc;
+
+    if (!s->saver)
+        return accel_error_set(err, ACCEL_EINVAL, "shard: save: no saver (accel_shard_ckpt_open)");
+    rc = save_meta(s, meta, nmeta, &m, err);
+    if (rc != ACCEL_OK)
+        return rc;
+    /* the staging memory is the save's in flight: that one first (or no) */
+    if (accel_ckpt_saver_pending(s->saver)) {
+        unsigned long done;
+        if (busy == ACCEL_CKPT_REFUSE)
+            return accel_error_set(err, ACCEL_EBUSY,
+                                   "shard: save of step %lu: step %lu is still "
+                                   "being saved",
+                                   step, accel_ckpt_saver_pending(s->saver));
+        rc = accel_ckpt_saver_poll(s->saver, true, &done, err);
+        if (rc != ACCEL_OK)
+            return rc;
+    }
+    rc = s->mem->from_compute(s->ctx, err);
+    if (rc == ACCEL_OK)
+        rc = collect_pieces(s, &v, err);
+    if (rc == ACCEL_OK) {
+        const struct accel_ckpt_save_req q = {step, m.kv, m.n, v.p, v.n};
+        rc = accel_ckpt_saver_start(s->saver, &q, busy, err);
+    } else { /* the others started it: the poll fails it everywhere */
+        accel_ckpt_saver_fail(s->saver, step, err);
+        rc = ACCEL_OK;
+    }
+    saved_free(&v);
+    return rc;
+}
+
+enum accel_err accel_shard_save_poll(struct accel_shard *s, bool block, unsigned long *committed,
+                                     struct accel_error *err)
+{
+    *committed = 0;
+    if (!s->saver)
+        return accel_error_set(err, ACCEL_EINVAL, "shard: save: no saver (accel_shard_ckpt_open)");
+    return accel_ckpt_saver_poll(s->saver, block, committed, err);
 }
 
 /* ---------------------------------------------------------------- loading */

@@ -266,6 +266,28 @@ static void *dev_alloc(void *ctx, size_t bytes, const char *unit, const char *wh
     return p;
 }
 
+static void *dev_pinned_alloc(void *ctx, size_t bytes)
+{
+    struct shard_dev *d = (struct shard_dev *)ctx;
+    void *p = NULL;
+    cudaError_t e = cudaMallocHost(&p, bytes > 0 ? bytes : 1);
+
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        accel_log(ACCEL_LOG_WARN, "%s: shard: cudaMallocHost of %.1f MiB: %s", d->who, mib(bytes),
+                  cudaGetErrorString(e));
+        return NULL;
+    }
+    return p;
+}
+
+static void dev_pinned_free(void *ctx, void *p)
+{
+    (void)ctx;
+    if (p != NULL && cudaFreeHost(p) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
 static void dev_free(void *ctx, void *p)
 {
     struct shard_dev *d = (struct shard_dev *)ctx;
@@ -557,6 +579,8 @@ const struct shard_mem_ops shard__cuda_ops = {
     dev_close,        /* close */
     dev_alloc,        /* alloc */
     dev_free,         /* free */
+    dev_pinned_alloc, /* pinned_alloc */
+    dev_pinned_free,  /* pinned_free */
     dev_zero,         /* zero */
     dev_copy,         /* copy */
     dev_put,          /* put */

@@ -49,6 +49,12 @@ static void host_free(void *ctx, void *p)
     accel_free(p);
 }
 
+static void *host_pinned_alloc(void *ctx, size_t bytes)
+{
+    (void)ctx;
+    return accel_malloc(bytes ? bytes : 1);
+}
+
 static enum accel_err host_zero(void *ctx, void *p, size_t bytes, struct accel_error *err)
 {
     (void)ctx;
@@ -221,6 +227,8 @@ const struct shard_mem_ops shard__host_ops = {
     .close = host_close,
     .alloc = host_alloc,
     .free = host_free,
+    .pinned_alloc = host_pinned_alloc,
+    .pinned_free = host_free,
     .zero = host_zero,
     .copy = host_copy,
     .put = host_copy,

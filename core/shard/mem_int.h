@@ -58,6 +58,11 @@ struct shard_mem_ops {
     void *(*alloc)(void *ctx, size_t bytes, const char *unit, const char *what, enum accel_err *rc,
                    struct accel_error *err);
     void (*free)(void *ctx, void *p);
+    /* `bytes` of host memory that get() copies into at full speed (cuda:
+     * pinned, cudaMallocHost; host: accel_malloc), for a checkpoint's
+     * staging; NULL when it cannot be had.  pinned_free accepts NULL. */
+    void *(*pinned_alloc)(void *ctx, size_t bytes);
+    void (*pinned_free)(void *ctx, void *p);
 
     /* Memsets and copies.  put: from host memory, which the caller may reuse
      * on return; get: to host memory, after everything queued before it

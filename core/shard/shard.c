@@ -197,6 +197,7 @@ void accel_shard_free(struct accel_shard *s)
         struct accel_error e;
         (void)m->from_compute(s->ctx, &e);
     }
+    shard__ckpt_close(s); /* its pinned staging is this memory's */
     for (size_t u = 0; s->units != NULL && u < s->nunits; u++) {
         struct shard_unit *d = &s->units[u];
         if (d->params != d->master) /* NO_SHARD fp32 lends the master */

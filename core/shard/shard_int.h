@@ -69,6 +69,8 @@ struct accel_shard {
      * of init): in mem's memory, where the collective works, and their host
      * copy, where the step reads them */
     double *partials, *partials_host;
+
+    struct accel_ckpt_saver *saver; /* accel_shard_ckpt_open's; NULL: none (ckpt.c) */
 };
 
 /* opts.c: checks every field; the message names the bad one. */
@@ -99,6 +101,9 @@ void shard__count(struct accel_shard *s, size_t bytes);
  * shard__exchanged(s, r) is rank r's.  Collective. */
 enum accel_err shard__exchange(struct accel_shard *s, uint64_t mine, struct accel_error *err);
 uint64_t shard__exchanged(const struct accel_shard *s, unsigned r);
+
+/* ckpt.c: the saver's end (accel_shard_free). */
+void shard__ckpt_close(struct accel_shard *s);
 
 /* gather.c: after an update (or a skipped one): gathered copies dropped
  * (they are stale once the master moves), slice gradients zeroed, reduce

@@ -14,7 +14,8 @@ static const char usage[] =
     "                 [--heads NH] [--lr LR] [--warmup N] [--min-lr-frac F] [--clip G]\n"
     "                 [--seed S] [--loss-log FILE] [--data DIR] [--eval-every N]\n"
     "                 [--eval-batches N] [--print-every N]\n"
-    "                 [--ckpt-dir DIR [--save-every N] [--keep K]]\n"
+    "                 [--ckpt-dir DIR [--save-every N] [--keep K] [--async-save]\n"
+    "                  [--ckpt-local DIR [--copy-rate MBPS]]]\n"
     "\n"
     "Trains a byte-level GPT on the licence texts of Debian's base-files package,\n"
     "one process per rank, sharded with libaccelrun (core/shard), on the CPU or,\n"
@@ -45,6 +46,13 @@ static const char usage[] =
     "                    the flags above must be those it was made with\n"
     "  --save-every N    steps between checkpoints; 0 = at the end only (0)\n"
     "  --keep K          checkpoints kept, the newest; 0 = all (2)\n"
+    "  --async-save      training goes on while a checkpoint is written; it is\n"
+    "                    committed at a later step, once every rank's file is\n"
+    "  --ckpt-local DIR  node-local storage: each rank writes its file there, and\n"
+    "                    a background copy moves it to --ckpt-dir, where it is\n"
+    "                    committed; a restart on the same nodes resumes from\n"
+    "                    local files newer than --ckpt-dir's (docs/ckpt.md)\n"
+    "  --copy-rate MBPS  limit of that copy, MB/s per rank; 0 = none (0)\n"
     "  -h, --help        this text\n";
 
 static int num(const char *flag, const char *s, double lo, double hi, double *out)
@@ -97,6 +105,10 @@ int gpt_args_parse(struct gpt_args *a, int argc, char **argv)
             fputs(usage, stdout);
             return 1;
         }
+        if (!strcmp(f, "--async-save")) {
+            a->async_save = 1;
+            continue;
+        }
         if (!v) {
             fprintf(stderr, "train_gpt: %s needs a value (or unknown flag)\n%s", f, usage);
             return -1;
@@ -141,12 +153,24 @@ int gpt_args_parse(struct gpt_args *a, int argc, char **argv)
             rc = count(f, v, 0, 10000000, &a->save_every);
         else if (!strcmp(f, "--keep"))
             rc = count(f, v, 0, 1000000, &a->keep);
+        else if (!strcmp(f, "--ckpt-local"))
+            a->ckpt_local = v;
+        else if (!strcmp(f, "--copy-rate"))
+            rc = num(f, v, 0, 1e6, &a->copy_rate);
         else {
             fprintf(stderr, "train_gpt: unknown flag %s\n%s", f, usage);
             return -1;
         }
         if (rc)
             return -1;
+    }
+    if ((a->ckpt_local || a->async_save || a->copy_rate > 0) && !a->ckpt_dir) {
+        fprintf(stderr, "train_gpt: --async-save, --ckpt-local and --copy-rate need --ckpt-dir\n");
+        return -1;
+    }
+    if (a->copy_rate > 0 && !a->ckpt_local) {
+        fprintf(stderr, "train_gpt: --copy-rate limits --ckpt-local's copy: give --ckpt-local\n");
+        return -1;
     }
     return 0;
 }

@@ -16,12 +16,15 @@ struct gpt_args {
     uint64_t seed;
     const char *loss_log; /* rank 0 writes "step loss" lines; NULL = none */
     const char *data;
-    size_t eval_every;    /* steps between validation passes; 0 = only at the end */
-    size_t eval_batches;  /* global batches of validation sequences */
-    size_t print_every;   /* 0 = about 20 lines a run */
-    const char *ckpt_dir; /* checkpoints: saved there, resumed from there; NULL = none */
-    size_t save_every;    /* steps between checkpoints; 0 = at the end only */
-    size_t keep;          /* checkpoints kept */
+    size_t eval_every;      /* steps between validation passes; 0 = only at the end */
+    size_t eval_batches;    /* global batches of validation sequences */
+    size_t print_every;     /* 0 = about 20 lines a run */
+    const char *ckpt_dir;   /* checkpoints: saved there, resumed from there; NULL = none */
+    size_t save_every;      /* steps between checkpoints; 0 = at the end only */
+    size_t keep;            /* checkpoints kept */
+    const char *ckpt_local; /* node-local tier of the checkpoints; NULL = none */
+    double copy_rate;       /* MB/s of the local -> --ckpt-dir copy; 0 = unlimited */
+    int async_save;         /* save in the background while training goes on */
 };
 
 /* Fills defaults, then parses argv.  Returns 0 to train, 1 when --help was

@@ -2,6 +2,7 @@
  * resume.c: train_gpt's checkpoints (resume.h).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "accel/alloc.h"
@@ -32,68 +33,44 @@ void gpt_run_meta(const struct gpt_args *a, uint64_t data_hash, struct gpt_run_m
     m->n = GPT_RUN_KEYS;
 }
 
-/* Rank 0's choice, through the store, so that every rank opens the same
- * directory (each rank's own "newest" could differ while another job
- * saves, or through NFS's caches): "" for none, "!why" when rank 0 could
- * not open the root, else the checkpoint's directory. */
-#define RESUME_KEY "train_gpt.resume"
-
-static int choose(struct accel_store *store, unsigned rank, const char *root, char **choice,
+int gpt_ckpt_open(struct accel_shard *s, const struct gpt_args *a, unsigned world,
                   struct accel_error *err)
 {
-    struct accel_ckpt *c = NULL;
-    enum accel_err rc;
-    size_t len;
-    char *v;
+    const char *job = getenv("SLURM_JOB_ID"), *pod = getenv("HOSTNAME");
+    char owner[256];
+    struct accel_shard_ckpt_opts o = {
+        a->ckpt_dir, a->ckpt_local, (unsigned)a->keep, 1, (uint64_t)(a->copy_rate * 1e6), owner};
 
-    if (rank != 0) {
-        if (accel_store_get(store, RESUME_KEY, (void **)&v, &len, err) != ACCEL_OK)
-            return -1;
-        *choice = v; /* NUL-terminated as rank 0 set it */
-        return 0;
-    }
-    rc = accel_ckpt_open(&c, root, err);
-    if (rc == ACCEL_OK)
-        v = accel_strdup(accel_ckpt_dir(c));
-    else if (rc == ACCEL_ENOTFOUND)
-        v = accel_strdup("");
-    else if ((v = accel_malloc(strlen(err->msg) + 2)))
-        sprintf(v, "!%s", err->msg);
-    accel_ckpt_close(c);
-    if (!v || accel_store_set(store, RESUME_KEY, v, strlen(v) + 1, err) != ACCEL_OK) {
-        accel_free(v);
-        return -1;
-    }
-    *choice = v;
-    return 0;
+    if (job && *job)
+        snprintf(owner, sizeof owner, "train_gpt of Slurm job %.64s (%u ranks)", job, world);
+    else if (pod && *pod)
+        snprintf(owner, sizeof owner, "train_gpt of pod %.64s (%u ranks)", pod, world);
+    else
+        snprintf(owner, sizeof owner, "train_gpt (%u ranks)", world);
+    return accel_shard_ckpt_open(s, &o, err) == ACCEL_OK ? 0 : -1;
 }
 
-int gpt_resume(struct accel_shard *s, struct accel_store *store, unsigned rank,
-               const struct gpt_args *a, uint64_t data_hash, size_t *start, unsigned *from,
-               struct accel_error *err)
+int gpt_resume(struct accel_shard *s, const struct gpt_args *a, uint64_t data_hash, size_t *start,
+               unsigned *from, struct accel_error *err)
 {
     struct accel_ckpt *c = NULL;
     struct accel_error mine;
     struct gpt_run_meta m;
-    char *dir = NULL;
+    unsigned long step = 0;
     int ok = -1;
 
     *start = 0;
     *from = 0;
-    if (choose(store, rank, a->ckpt_dir, &dir, err))
+    accel_error_clear(&mine);
+    if (accel_shard_ckpt_resume(s, &step, &c, &mine) != ACCEL_OK) {
+        *err = mine;
         return -1;
-    if (dir[0] == '\0') { /* nothing to resume: a fresh run, on every rank */
+    }
+    if (step == 0) { /* nothing to resume: a fresh run, on every rank */
         accel_error_clear(err);
-        accel_free(dir);
         return 0;
     }
-    if (dir[0] == '!') { /* rank 0 could not open the root: every rank stops */
-        accel_error_set(err, ACCEL_EIO, "%s", dir + 1);
-        accel_free(dir);
-        return -1;
-    }
-    accel_error_clear(&mine);
-    if (accel_ckpt_open(&c, dir, &mine) == ACCEL_OK) {
+    if (c) {
         gpt_run_meta(a, data_hash, &m);
         ok = 0;
         for (size_t i = 0; ok == 0 && i < m.n; i++) {
@@ -102,7 +79,8 @@ int gpt_resume(struct accel_shard *s, struct accel_store *store, unsigned rank,
                 accel_error_set(&mine, ACCEL_EINVAL,
                                 "%s was made with %s = %s; this run has %s (resume with the "
                                 "flags it was made with, or use another --ckpt-dir)",
-                                dir, m.kv[i].key, was ? was : "(none)", m.kv[i].value);
+                                accel_ckpt_dir(c), m.kv[i].key, was ? was : "(none)",
+                                m.kv[i].value);
                 ok = -1;
             }
         }
@@ -117,7 +95,6 @@ int gpt_resume(struct accel_shard *s, struct accel_store *store, unsigned rank,
         ok = -1;
     }
     accel_ckpt_close(c);
-    accel_free(dir);
     return ok;
 }
 
@@ -125,9 +102,18 @@ int gpt_save(struct accel_shard *s, const struct gpt_args *a, uint64_t data_hash
              struct accel_error *err)
 {
     struct gpt_run_meta m;
+    enum accel_err rc;
 
     gpt_run_meta(a, data_hash, &m);
-    return accel_shard_save(s, a->ckpt_dir, step, m.kv, m.n, (unsigned)a->keep, err) == ACCEL_OK
-               ? 0
-               : -1;
+    if (a->async_save)
+        rc = accel_shard_save_start(s, step, m.kv, m.n, ACCEL_CKPT_WAIT, err);
+    else
+        rc = accel_shard_save(s, NULL, step, m.kv, m.n, 0, err);
+    return rc == ACCEL_OK ? 0 : -1;
+}
+
+int gpt_save_poll(struct accel_shard *s, bool block, unsigned long *committed,
+                  struct accel_error *err)
+{
+    return accel_shard_save_poll(s, block, committed, err) == ACCEL_OK ? 0 : -1;
 }

@@ -8,11 +8,11 @@
 #ifndef GPT_RESUME_H
 #define GPT_RESUME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "accel/shard.h"
-#include "accel/store.h"
 #include "args.h"
 
 #define GPT_RUN_KEYS 12
@@ -25,20 +25,32 @@ struct gpt_run_meta {
 };
 void gpt_run_meta(const struct gpt_args *a, uint64_t data_hash, struct gpt_run_meta *m);
 
-/* When a->ckpt_dir holds a committed checkpoint: rank 0 picks the newest
- * and tells the others through the store, so that every rank opens the
- * same one; each checks that it was made with this run's flags; all load it
+/* Opens the shard's saver on a->ckpt_dir (and a->ckpt_local): the root's
+ * lock held for the run, named after this job (SLURM_JOB_ID or the pod's
+ * HOSTNAME, when there is one).  Collective; 0, or -1 with err set. */
+int gpt_ckpt_open(struct accel_shard *s, const struct gpt_args *a, unsigned world,
+                  struct accel_error *err);
+
+/* When a->ckpt_dir (or every rank's a->ckpt_local) holds a newer committed
+ * checkpoint than nothing: the saver picks the step, the same on every
+ * rank; each checks that it was made with this run's flags; all load it
  * into the shard (collective: a rank that failed takes part too, so that no
  * rank waits), *start its step and *from its world size; else *start = 0
  * on every rank.  Returns 0, or -1 with err set on every rank (the message
  * names the flag that differs). */
-int gpt_resume(struct accel_shard *s, struct accel_store *store, unsigned rank,
-               const struct gpt_args *a, uint64_t data_hash, size_t *start, unsigned *from,
-               struct accel_error *err);
+int gpt_resume(struct accel_shard *s, const struct gpt_args *a, uint64_t data_hash, size_t *start,
+               unsigned *from, struct accel_error *err);
 
-/* Saves checkpoint `step` under a->ckpt_dir, keeping a->keep (collective).
- * Returns 0, or -1 with err set. */
+/* Saves checkpoint `step` (collective): to the end with a->async_save off;
+ * else starts it (finishing one still in flight first) and returns once
+ * the state is staged.  Returns 0, or -1 with err set. */
 int gpt_save(struct accel_shard *s, const struct gpt_args *a, uint64_t data_hash, size_t step,
              struct accel_error *err);
+
+/* With a save in flight (a->async_save): commits it when every rank's file
+ * is written (with `block`, once this rank's is): *committed is its step,
+ * else 0.  Collective; 0, or -1 with err set. */
+int gpt_save_poll(struct accel_shard *s, bool block, unsigned long *committed,
+                  struct accel_error *err);
 
 #endif

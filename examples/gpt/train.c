@@ -59,9 +59,10 @@ struct trainer {
     int cuda_device;
     struct gpt_cuda *cuda; /* the CUDA backend's context (device mode) */
     FILE *log;
-    size_t start;  /* the step resumed from (0: a fresh run) */
-    int stopped;   /* the signal the run stopped on, after saving (0: it did not) */
-    unsigned from; /* the world size that saved it */
+    size_t start;        /* the step resumed from (0: a fresh run) */
+    int stopped;         /* the signal the run stopped on, after saving (0: it did not) */
+    unsigned from;       /* the world size that saved it */
+    double save_started; /* --async-save: when the save in flight started (now_s) */
     struct accel_error err;
     const char *what; /* the failing step, for the message */
 };
@@ -439,8 +440,9 @@ static int setup(struct trainer *t)
         if (e != ACCEL_OK)
             return fail(t, "set_full");
     }
-    if (t->a.ckpt_dir && gpt_resume(t->shard, t->boot.store, t->rank, &t->a, t->data.hash,
-                                    &t->start, &t->from, &t->err))
+    if (t->a.ckpt_dir && gpt_ckpt_open(t->shard, &t->a, t->world, &t->err))
+        return fail(t, "checkpoints (--ckpt-dir)");
+    if (t->a.ckpt_dir && gpt_resume(t->shard, &t->a, t->data.hash, &t->start, &t->from, &t->err))
         return fail(t, "resume (--ckpt-dir)");
     if (t->rank == 0 && t->a.loss_log) {
         t->log = fopen(t->a.loss_log, "w");
@@ -517,6 +519,60 @@ static void memory_report(const struct trainer *t, unsigned long base_kb)
     fflush(stdout);
 }
 
+/* --async-save: the save in flight committed once every rank's file is
+ * written (with `block`, waited for), said on rank 0. */
+static int poll_save(struct trainer *t, size_t s, bool block)
+{
+    unsigned long committed = 0;
+
+    if (gpt_save_poll(t->shard, block, &committed, &t->err)) {
+        t->what = "checkpoint";
+        return -1;
+    }
+    if (committed && t->rank == 0) {
+        printf("step %zu/%zu | checkpoint %s/step-%08lu committed, %.0f ms after it started\n",
+               s + 1, t->a.steps, t->a.ckpt_dir, committed, (now_s() - t->save_started) * 1e3);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+/* After step s: a checkpoint when one is due (--save-every, the last step,
+ * a stop request), and, with --async-save, the commit of one in flight once
+ * every rank's file is written (at the last step and on a stop, waited
+ * for).  The time training waited is left out of the step time (*tlast). */
+static int save_or_poll(struct trainer *t, size_t s, bool stop, double *tlast)
+{
+    bool due = (t->a.save_every && (s + 1) % t->a.save_every == 0) || s + 1 == t->a.steps || stop;
+    bool last = s + 1 == t->a.steps || stop;
+    double c0 = now_s();
+
+    /* the save in flight (if any) ends before the next one starts */
+    if (due && t->a.async_save && poll_save(t, s, true))
+        return -1;
+    if (due && gpt_save(t->shard, &t->a, t->data.hash, s + 1, &t->err)) {
+        t->what = "checkpoint";
+        return -1;
+    }
+    if (due && !t->a.async_save && t->rank == 0) {
+        printf("step %zu/%zu | checkpoint %s/step-%08zu committed in %.0f ms\n", s + 1, t->a.steps,
+               t->a.ckpt_dir, s + 1, (now_s() - c0) * 1e3);
+        fflush(stdout);
+    }
+    if (due && t->a.async_save) {
+        t->save_started = c0;
+        if (t->rank == 0) {
+            printf("step %zu/%zu | checkpoint %s/step-%08zu started: training waited %.1f ms\n",
+                   s + 1, t->a.steps, t->a.ckpt_dir, s + 1, (now_s() - c0) * 1e3);
+            fflush(stdout);
+        }
+    }
+    if (t->a.async_save && poll_save(t, s, last))
+        return -1;
+    *tlast += now_s() - c0; /* not in the step time */
+    return 0;
+}
+
 static int train(struct trainer *t)
 {
     size_t every = t->a.print_every ? t->a.print_every : (t->a.steps + 19) / 20;
@@ -549,20 +605,8 @@ static int train(struct trainer *t)
             tlast = now;
             since = 0;
         }
-        if (t->a.ckpt_dir &&
-            ((t->a.save_every && (s + 1) % t->a.save_every == 0) || s + 1 == t->a.steps || stop)) {
-            double c0 = now_s();
-            if (gpt_save(t->shard, &t->a, t->data.hash, s + 1, &t->err)) {
-                t->what = "checkpoint";
-                return -1;
-            }
-            if (t->rank == 0) {
-                printf("step %zu/%zu | checkpoint %s/step-%08zu committed in %.0f ms\n", s + 1,
-                       t->a.steps, t->a.ckpt_dir, s + 1, (now_s() - c0) * 1e3);
-                fflush(stdout);
-            }
-            tlast += now_s() - c0; /* not in the step time */
-        }
+        if (t->a.ckpt_dir && save_or_poll(t, s, stop, &tlast))
+            return -1;
         if (stop) { /* every rank saw the request after the same step */
             t->stopped = stop_signal ? stop_signal : SIGTERM;
             if (t->rank == 0) {

@@ -184,14 +184,15 @@ else
 fi
 
 # ---------------------------------------------------------------- checkpoints
-# kill_after NAME N CKPT STEP: trains at world N with checkpoints every STEP
-# steps under CKPT and, once step STEP's checkpoint is committed, kills one
-# rank with SIGKILL (a crash: no rank can save after it).  0 when the run
-# failed after that.
+# kill_after NAME N CKPT STEP [FLAGS...]: trains at world N with checkpoints
+# every STEP steps under CKPT (and FLAGS) and, once step STEP's checkpoint is
+# committed, kills one rank with SIGKILL (a crash: no rank can save after
+# it).  0 when the run failed after that.
 kill_after() {
     local name=$1 n=$2 ck=$3 at=$4 pid i
+    shift 4
     "$accelrun" launch -n "$n" --config "$cfg" -- "$train" --steps "$steps" \
-        --loss-log "$tmp/$name.log" --ckpt-dir "$ck" --save-every "$at" \
+        --loss-log "$tmp/$name.log" --ckpt-dir "$ck" --save-every "$at" "$@" \
         >"$tmp/$name.out" 2>&1 &
     pid=$!
     for i in $(seq 1 3000); do
@@ -286,6 +287,49 @@ if [ -s "$tmp/w4.log" ] && kill_after killed 4 "$tmp/ck" "$half"; then
     fi
 else
     skipped "kill and resume" "the world 4 run or the killed run failed"
+fi
+
+# asynchronous saves through a node-local tier: training is not changed by
+# them; a crash after one's commit resumes bit-identically; and when the
+# root lost that commit (its manifest and copies), the local copies commit
+# it again at the restart
+if [ -s "$tmp/w4.log" ]; then
+    tail -n +$((half + 1)) "$tmp/w4.log" >"$tmp/w4.tailh"
+    tier=(--async-save --ckpt-local "$tmp/local")
+    if run async4 4 "$cfg" --ckpt-dir "$tmp/cka" --save-every "$half" "${tier[@]}"; then
+        n=$(grep -c "checkpoint $tmp/cka/step-[0-9]* committed" "$tmp/async4.out")
+        if cmp -s "$tmp/w4.log" "$tmp/async4.log" && [ "$n" -eq 2 ] &&
+            grep -q "started: training waited" "$tmp/async4.out"; then
+            ok "--async-save --ckpt-local at world 4: 2 checkpoints committed in the background, the loss log bit-identical to the run without"
+        else
+            bad "--async-save --ckpt-local at world 4: 2 checkpoints committed, the loss log bit-identical" \
+                "$n committed; $(diff "$tmp/w4.log" "$tmp/async4.log" | head -5)"
+        fi
+    fi
+    if kill_after killeda 4 "$tmp/ckb" "$half" --async-save --ckpt-local "$tmp/localb"; then
+        if run resumeda 4 "$cfg" --ckpt-dir "$tmp/ckb" --async-save --ckpt-local "$tmp/localb" &&
+            grep -q "resumed from $tmp/ckb/step-$(printf %08d "$half")" "$tmp/resumeda.out" &&
+            cmp -s "$tmp/w4.tailh" "$tmp/resumeda.log"; then
+            ok "async: killed after step $half's commit, resumed at world 4: bit-identical"
+        else
+            bad "async: killed after step $half's commit, resumed at world 4: bit-identical" \
+                "$(grep -i "resumed\|error" "$tmp/resumeda.out"; diff "$tmp/w4.tailh" "$tmp/resumeda.log" | head -5)"
+        fi
+    fi
+    if kill_after killedl 4 "$tmp/ckl" "$half" --async-save --ckpt-local "$tmp/locall"; then
+        step_dir=$tmp/ckl/step-$(printf %08d "$half")
+        rm -f "$step_dir/manifest.json" "$step_dir"/rank-0000[13]-of-00004.safetensors
+        if run resumedl 4 "$cfg" --ckpt-dir "$tmp/ckl" --async-save --ckpt-local "$tmp/locall" &&
+            grep -q "resumed from $tmp/ckl/step-$(printf %08d "$half")" "$tmp/resumedl.out" &&
+            cmp -s "$tmp/w4.tailh" "$tmp/resumedl.log"; then
+            ok "async: the root's commit of step $half lost: committed again from the local copies at the restart, resumed bit-identically"
+        else
+            bad "async: the root's commit of step $half lost: committed again from the local copies" \
+                "$(grep -i "resumed\|error\|checkpoint" "$tmp/resumedl.out" | head; diff "$tmp/w4.tailh" "$tmp/resumedl.log" | head -5)"
+        fi
+    fi
+else
+    skipped "async saves" "the world 4 run failed"
 fi
 
 if [ -s "$tmp/w4.log" ]; then

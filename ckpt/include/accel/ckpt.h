@@ -208,6 +208,12 @@ enum accel_err accel_ckpt_saver_start(struct accel_ckpt_saver *sv,
                                       const struct accel_ckpt_save_req *q,
                                       enum accel_ckpt_busy busy, struct accel_error *err) ACCEL_WUR;
 
+/* In place of accel_ckpt_saver_start on a rank that could not gather its
+ * pieces for save `step` (the others started it): the poll that ends the
+ * save fails on every rank, this one with `why` (its code, or ACCEL_EIO). */
+void accel_ckpt_saver_fail(struct accel_ckpt_saver *sv, unsigned long step,
+                           const struct accel_error *why);
+
 /* Collective, every rank at the same point (after each training step, say):
  * when every rank's writer is done (with `block`, after waiting for this
  * rank's), agrees, commits in the root and returns ACCEL_OK with *committed

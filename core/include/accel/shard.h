@@ -320,6 +320,54 @@ enum accel_err accel_shard_save(struct accel_shard *s, const char *root, unsigne
                                 const struct accel_ckpt_kv *meta, size_t nmeta, unsigned keep,
                                 struct accel_error *err) ACCEL_WUR;
 
+/* Checkpoints through a saver the shard keeps (accel/ckpt.h, savers): the
+ * root's lock held for the run, asynchronous saves, a node-local tier. */
+struct accel_shard_ckpt_opts {
+    const char *root;    /* the shared checkpoint root */
+    const char *local;   /* node-local tier; NULL: none */
+    unsigned keep;       /* committed checkpoints kept in root; 0 = all */
+    unsigned keep_local; /* local copies kept once committed (0: 1) */
+    uint64_t copy_rate;  /* bytes/s of the local -> root copy; 0 = unlimited */
+    const char *owner;   /* the root lock's holder line; NULL: "a job" */
+};
+
+/* Collective: opens the shard's saver (accel_ckpt_saver_open; rank 0 takes
+ * the root's lock), its staging memory pinned on a device.  From then on
+ * accel_shard_save goes through it (its root and keep arguments are then
+ * ignored: the saver's are used), and accel_shard_free closes it.  Errors:
+ * ACCEL_EBUSY (another job's root), ACCEL_EINVAL (opened already),
+ * accel_ckpt_saver_open's. */
+enum accel_err accel_shard_ckpt_open(struct accel_shard *s, const struct accel_shard_ckpt_opts *o,
+                                     struct accel_error *err) ACCEL_WUR;
+
+/* Collective, before training: the step to resume from, the same on every
+ * rank (accel_ckpt_saver_resume: the root's newest, or a newer one every
+ * rank has in its local tier; 0: none), and that checkpoint opened with
+ * local copies read first.  A rank that cannot open it gets *c NULL with
+ * err set and ACCEL_OK: it passes that to accel_shard_load, whose
+ * agreement fails every rank.  Errors: ACCEL_EINVAL (no saver),
+ * accel_ckpt_saver_resume's. */
+enum accel_err accel_shard_ckpt_resume(struct accel_shard *s, unsigned long *step,
+                                       struct accel_ckpt **c, struct accel_error *err) ACCEL_WUR;
+
+/* Starts an asynchronous save of the state as checkpoint `step` (what
+ * accel_shard_save writes) and returns once it is copied to staging memory
+ * (on a device, the one wait for the copies); the files are written in the
+ * background while training goes on.  Every rank calls it at the same
+ * step; accel_shard_save_poll ends it.  With a save in flight: busy says
+ * whether to finish it first (collective) or to refuse (ACCEL_EBUSY).
+ * Errors: ACCEL_EINVAL (no saver, a "shard." key), ACCEL_EBUSY, the
+ * previous save's; a problem of this rank's is the poll's, on every rank. */
+enum accel_err accel_shard_save_start(struct accel_shard *s, unsigned long step,
+                                      const struct accel_ckpt_kv *meta, size_t nmeta,
+                                      enum accel_ckpt_busy busy, struct accel_error *err) ACCEL_WUR;
+
+/* Collective: accel_ckpt_saver_poll on the shard's saver; *committed the
+ * step committed by this call, 0 when none was (still writing, or no save
+ * in flight). */
+enum accel_err accel_shard_save_poll(struct accel_shard *s, bool block, unsigned long *committed,
+                                     struct accel_error *err) ACCEL_WUR;
+
 /* Loads this rank's slices of the master weights and optimizer state from
  * an open checkpoint that accel_shard_save wrote, at any world size and
  * strategy (a copy of fp32 values: bit-exact), then restores the optimizer

@@ -237,6 +237,17 @@ inline cudaError_t cudaFree(void *p)
     free(p);
     return cudaSuccess;
 }
+/* pinned host memory: plain host memory here */
+inline cudaError_t cudaMallocHost(void **p, size_t bytes)
+{
+    *p = malloc(bytes);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+inline cudaError_t cudaFreeHost(void *p)
+{
+    free(p);
+    return cudaSuccess;
+}
 inline cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
 {
     (void)s;
