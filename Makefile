@@ -275,6 +275,22 @@ $(CKPT_TOOL): $(BUILD)/obj/tests/ckpt/ckpt_tool.o $(LIBA)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LIBS)
 
+# tests/ckpt/faults.sh's rank (ckpt_crash) and its LD_PRELOAD fault injector
+# (libfaultfs.so: test code, never installed).
+CKPT_CRASH := $(BUILD)/tests/ckpt_crash
+FAULTFS    := $(BUILD)/tests/libfaultfs.so
+$(CKPT_CRASH): $(BUILD)/obj/tests/ckpt/ckpt_crash.o $(LIBA)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LIBS)
+$(FAULTFS): tests/ckpt/faultfs.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) -std=gnu11 -O2 -g -Wall -Wextra -fPIC -shared -o $@ $< -ldl
+test-ckpt-faults: $(CLI) $(CKPT_CRASH) $(FAULTFS)
+	$(Q)bash tests/ckpt/faults.sh $(BUILD)
+.PHONY: test-ckpt-faults
+
 # ---------------------------------------------------------------- tests
 deps:
 	$(Q)sh scripts/deps.sh test
@@ -295,6 +311,7 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory fuzz-replay
 	$(Q)sh tests/cli/run.sh $(CLI)
 	$(Q)bash tests/ckpt/interop.sh $(BUILD)
+	$(Q)$(MAKE) --no-print-directory test-ckpt-faults
 	$(Q)bash tests/examples/run.sh $(BUILD)
 	$(Q)bash tests/examples/cuda_emu/run.sh $(BUILD) --train 5
 	$(Q)sh tests/install/run.sh

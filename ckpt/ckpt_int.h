@@ -175,7 +175,7 @@ struct ckpt__out {
     char *buf;
     size_t fill;
     uint64_t total;   /* the file's size when known (0: not), for a full disk's message */
-    uint64_t written; /* bytes given to ckpt__out_write so far */
+    uint64_t written; /* bytes written to the file so far */
     bool hashing;     /* set before ckpt__out_open: keep `hash` of every byte */
     XXH3_state_t *hash;
     char path[4096], tmp[4200];

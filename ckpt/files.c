@@ -50,6 +50,7 @@ static bool write_out(struct ckpt__out *o, const char *p, size_t n)
             continue;
         if (w <= 0)
             return false;
+        o->written += (uint64_t)w;
         p += w;
         n -= (size_t)w;
         if (o->direct && n > 0 && (size_t)w % CK_DIRECT_ALIGN != 0 && !buffered(o))
@@ -132,7 +133,6 @@ enum accel_err ckpt__out_write(struct ckpt__out *o, const void *data, uint64_t l
 
     if (o->hash)
         XXH3_64bits_update(o->hash, data, (size_t)len);
-    o->written += len;
     if (!o->direct)
         return write_out(o, p, (size_t)len) ? ACCEL_OK : out_fail(o, "write", err);
     while (len > 0) {

@@ -817,6 +817,7 @@ enum accel_err accel_ckpt_saver_resume(struct accel_ckpt_saver *sv, unsigned lon
     char name[64];
     uint64_t shared = 0, local = 0, all_have = 0;
     unsigned long mine = 0;
+    bool all_trimmed = false;
     enum accel_err rc;
 
     *step = 0;
@@ -858,6 +859,11 @@ enum accel_err accel_ckpt_saver_resume(struct accel_ckpt_saver *sv, unsigned lon
             }
         }
         trim_local(sv, (unsigned long)shared, true);
+        /* the ranks of a node share its tier: none saves (a step past the
+         * one resumed) before all are done removing such steps */
+        rc = agree(sv, true, &all_trimmed, err);
+        if (rc != ACCEL_OK)
+            return rc;
     }
     *step = (unsigned long)shared;
     return ACCEL_OK;
