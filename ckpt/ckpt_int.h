@@ -8,6 +8,7 @@
 #define CKPT_INT_H
 
 #include <dirent.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <xxhash.h>
@@ -132,8 +133,8 @@ enum accel_err ckpt__pread(struct accel_ckpt *c, uint32_t f, void *dst, uint64_t
  * the root made and checked (rank 0 warns about a world-writable one); the
  * step's directory made under it (path into dir); this rank's file written
  * there durably (its pieces as 1-D tensors, their global shapes, ranges and
- * checksums and o's metadata in __metadata__), *sum the XXH3-64 of the
- * whole file when sum is not NULL. */
+ * checksums and o's metadata in __metadata__; the data written first, each
+ * piece's XXH3 made as it goes out, the header last). */
 enum accel_err ckpt__check_save(const struct accel_ckpt_save_opts *o,
                                 const struct accel_ckpt_piece *pc, size_t n,
                                 struct accel_error *err);
@@ -141,7 +142,7 @@ enum accel_err ckpt__root_dir(const char *root, unsigned rank, struct accel_erro
 enum accel_err ckpt__step_dir(const char *root, unsigned long step, unsigned rank, char *dir,
                               size_t len, struct accel_error *err);
 enum accel_err ckpt__write_rank(const struct accel_ckpt_save_opts *o, const char *dir,
-                                const struct accel_ckpt_piece *pc, size_t n, uint64_t *sum,
+                                const struct accel_ckpt_piece *pc, size_t n,
                                 struct accel_error *err);
 
 /* lock.c: the root's lock (ROOT/accelrun.lock, flock), taken for `owner`
@@ -159,24 +160,32 @@ enum accel_err ckpt__commit(const struct accel_ckpt_save_opts *o, const char *di
                             struct accel_error *err);
 void ckpt__after_commit(const struct accel_ckpt_save_opts *o);
 
-/* A file written durably in a directory: created as name.tmp, written,
- * then (ckpt__out_close with rc ACCEL_OK) fsynced and renamed to name, or
- * (any other rc) removed.  The directory is the caller's to fsync. */
-/* write() at most this much at a time through the page cache: 1 MiB
- * writes ran 2-3x faster than 64 MiB ones here (as the reference writer's
- * 1 MiB buffer does); O_DIRECT goes through a bounce buffer of
- * CK_DIRECT_BUF bytes aligned to CK_DIRECT_ALIGN (files.c). */
+/* out.c: a file written durably in a directory: created as name.tmp,
+ * written, then (ckpt__out_close with rc ACCEL_OK) fsynced and renamed to
+ * name, or (any other rc) removed.  The directory is the caller's to fsync.
+ * write() at most CK_WRITE_CHUNK at a time through the page cache (1 MiB
+ * writes ran 2-3x faster than 64 MiB ones here, as the reference writer's 1
+ * MiB buffer does); O_DIRECT goes through two buffers of CK_DIRECT_BUF bytes
+ * aligned to CK_DIRECT_ALIGN, one written while the other fills. */
 #define CK_WRITE_CHUNK (1u << 20)
 #define CK_DIRECT_BUF (8u << 20)
 #define CK_DIRECT_ALIGN 4096
 struct ckpt__out {
+    /* set by the caller before ckpt__out_open (zero: none) */
+    uint64_t total;   /* the file's size when known, for a full disk's message */
+    bool hashing;     /* keep `hash` of every byte ckpt__out_write takes */
+    const char *head; /* written last, at offset 0: head_len bytes (a multiple */
+    size_t head_len;  /* of CK_DIRECT_ALIGN), the data following them */
+    /* the writer's */
     int fd;
-    bool direct; /* O_DIRECT, through buf */
-    char *buf;
-    size_t fill;
-    uint64_t total;   /* the file's size when known (0: not), for a full disk's message */
-    uint64_t written; /* bytes written to the file so far */
-    bool hashing;     /* set before ckpt__out_open: keep `hash` of every byte */
+    bool direct;   /* O_DIRECT, through buf[] */
+    char *buf[2];  /* aligned */
+    int cur, busy; /* the buffer being filled; the one being written (-1: none) */
+    size_t fill, busy_len;
+    uint64_t off, busy_off; /* where the next buffer goes; where the busy one does */
+    pthread_t io;           /* writing buf[busy] */
+    int io_errno;           /* its failure */
+    uint64_t written;       /* bytes written to the file so far */
     XXH3_state_t *hash;
     char path[4096], tmp[4200];
 };
@@ -185,7 +194,7 @@ enum accel_err ckpt__out_open(struct ckpt__out *o, const char *dir, const char *
 enum accel_err ckpt__out_write(struct ckpt__out *o, const void *data, uint64_t len,
                                struct accel_error *err);
 /* Returns rc, or the first error of finishing the file; with `hashing`,
- * *sum (when not NULL) is the XXH3-64 of every byte written. */
+ * *sum (when not NULL) is the XXH3-64 of every byte ckpt__out_write took. */
 enum accel_err ckpt__out_close(struct ckpt__out *o, enum accel_err rc, uint64_t *sum,
                                struct accel_error *err);
 

@@ -145,72 +145,116 @@ static cJSON *piece_json(const struct accel_ckpt_piece *p, uint64_t sum)
     return e;
 }
 
+/* The header of a rank file: its pieces as 1-D tensors, and in __metadata__
+ * their global shapes, ranges and checksums (sums[i], all 0 for the first
+ * build: the hex digits are of fixed width, so both builds have the same
+ * length) and the save's metadata; the data at a multiple of 4096. */
+static enum accel_err rank_header(const struct accel_ckpt_save_opts *o,
+                                  const struct accel_ckpt_piece *pc, size_t n, const uint64_t *sums,
+                                  struct ckpt__st_out *out, struct accel_ckpt_tensor *flat,
+                                  size_t *seq, char **head, size_t *hlen, struct accel_error *err)
+{
+    cJSON *doc = cJSON_CreateObject(), *ps = cJSON_AddObjectToObject(doc, "pieces");
+    cJSON *user = cJSON_CreateObject();
+    char *pieces = NULL, *users = NULL;
+    enum accel_err rc = ACCEL_ENOMEM;
+
+    if (!ps || !user || !cJSON_AddNumberToObject(doc, "rank", o->rank) ||
+        !cJSON_AddNumberToObject(doc, "world_size", o->world) ||
+        !cJSON_AddNumberToObject(doc, "step", (double)o->step))
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t bytes = (pc[i].hi - pc[i].lo) * accel_dtype_size(pc[i].t.dtype);
+        cJSON *e = piece_json(&pc[i], sums[i]);
+
+        if (!e || !cJSON_AddItemToObject(ps, pc[i].t.name, e))
+            goto out;
+        flat[i] = (struct accel_ckpt_tensor){pc[i].t.name, pc[i].t.dtype, 1, {pc[i].hi - pc[i].lo}};
+        out[i] = (struct ckpt__st_out){&flat[i], bytes, 0};
+    }
+    for (size_t i = 0; i < o->nmeta; i++)
+        if (!cJSON_AddStringToObject(user, o->meta[i].key, o->meta[i].value))
+            goto out;
+    pieces = cJSON_PrintUnformatted(doc);
+    users = cJSON_PrintUnformatted(user);
+    if (pieces && users) {
+        const struct accel_ckpt_kv meta[] = {
+            {"format", "pt"}, {CK_META_PIECES, pieces}, {CK_META_USER, users}};
+        rc = ckpt__st_build_aligned(out, n, meta, 3, CK_DIRECT_ALIGN, head, hlen, seq, err);
+    }
+out:
+    if (rc == ACCEL_ENOMEM)
+        accel_error_set(err, rc, "checkpoint save: out of memory");
+    cJSON_free(pieces);
+    cJSON_free(users);
+    cJSON_Delete(user);
+    cJSON_Delete(doc);
+    return rc;
+}
+
+/* bytes hashed, then handed to the writer, at a time: the hash reads them
+ * into the cache, the copy into the writer's buffer reads them from it */
+#define HASH_CHUNK (256u << 10)
+
 enum accel_err ckpt__write_rank(const struct accel_ckpt_save_opts *o, const char *dir,
-                                const struct accel_ckpt_piece *pc, size_t n, uint64_t *sum,
+                                const struct accel_ckpt_piece *pc, size_t n,
                                 struct accel_error *err)
 {
     enum accel_err rc = ACCEL_ENOMEM;
     struct accel_ckpt_tensor *flat = accel_calloc(n ? n : 1, sizeof *flat);
     struct ckpt__st_out *out = accel_calloc(n ? n : 1, sizeof *out);
     size_t *seq = accel_calloc(n ? n : 1, sizeof *seq);
-    cJSON *doc = cJSON_CreateObject(), *ps = cJSON_AddObjectToObject(doc, "pieces");
-    cJSON *user = cJSON_CreateObject();
-    char *pieces = NULL, *users = NULL, *head = NULL, name[64];
-    struct ckpt__out f = {.fd = -1, .hashing = sum != NULL};
-    size_t hlen;
-    uint64_t total;
+    uint64_t *sums = accel_calloc(n ? n : 1, sizeof *sums);
+    XXH3_state_t *h = XXH3_createState();
+    char *head = NULL, *head2 = NULL, name[64];
+    struct ckpt__out f = {.fd = -1};
+    size_t hlen = 0, hlen2 = 0;
 
-    if (!flat || !out || !seq || !ps || !cJSON_AddNumberToObject(doc, "rank", o->rank) ||
-        !cJSON_AddNumberToObject(doc, "world_size", o->world) ||
-        !cJSON_AddNumberToObject(doc, "step", (double)o->step))
-        goto nomem;
-    for (size_t i = 0; i < n; i++) {
-        size_t esz = accel_dtype_size(pc[i].t.dtype);
-        uint64_t bytes = (pc[i].hi - pc[i].lo) * esz;
-        cJSON *e = piece_json(&pc[i], XXH3_64bits(pc[i].data, (size_t)bytes));
-
-        if (!e || !cJSON_AddItemToObject(ps, pc[i].t.name, e))
-            goto nomem;
-        flat[i] = (struct accel_ckpt_tensor){pc[i].t.name, pc[i].t.dtype, 1, {pc[i].hi - pc[i].lo}};
-        out[i] = (struct ckpt__st_out){&flat[i], bytes, 0};
+    if (!flat || !out || !seq || !sums || !h) {
+        accel_error_set(err, rc, "checkpoint save: out of memory");
+        goto out;
     }
-    for (size_t i = 0; i < o->nmeta; i++)
-        if (!user || !cJSON_AddStringToObject(user, o->meta[i].key, o->meta[i].value))
-            goto nomem;
-    pieces = cJSON_PrintUnformatted(doc);
-    users = user ? cJSON_PrintUnformatted(user) : NULL;
-    if (!pieces || !users)
-        goto nomem;
-    {
-        const struct accel_ckpt_kv meta[] = {
-            {"format", "pt"}, {CK_META_PIECES, pieces}, {CK_META_USER, users}};
-        rc = ckpt__st_build(out, n, meta, 3, &head, &hlen, seq, err);
-    }
+    /* the header's length (checksums to come), so the data can go first */
+    rc = rank_header(o, pc, n, sums, out, flat, seq, &head, &hlen, err);
     if (rc != ACCEL_OK)
         goto out;
-    total = hlen;
+    f.total = hlen;
     for (size_t k = 0; k < n; k++)
-        total += out[k].bytes;
-    f.total = total;
+        f.total += out[k].bytes;
+    f.head_len = hlen;
     ckpt__rank_name(name, sizeof name, o->rank, o->world);
     rc = ckpt__out_open(&f, dir, name, err);
-    if (rc == ACCEL_OK)
-        rc = ckpt__out_write(&f, head, hlen, err);
-    for (size_t k = 0; rc == ACCEL_OK && k < n; k++) /* in the order ckpt__st_build laid out */
-        rc = ckpt__out_write(&f, pc[seq[k]].data, out[seq[k]].bytes, err);
-    rc = ckpt__out_close(&f, rc, sum, err);
-    goto out;
-nomem:
-    rc = accel_error_set(err, ACCEL_ENOMEM, "checkpoint save: out of memory");
+    /* the data, in the order ckpt__st_build laid out, each piece's XXH3
+     * made as it goes out (one pass over the data) */
+    for (size_t k = 0; rc == ACCEL_OK && k < n; k++) {
+        const char *p = pc[seq[k]].data;
+        uint64_t left = out[seq[k]].bytes;
+        XXH3_64bits_reset(h);
+        while (rc == ACCEL_OK && left > 0) {
+            size_t c = left > HASH_CHUNK ? HASH_CHUNK : (size_t)left;
+            XXH3_64bits_update(h, p, c);
+            rc = ckpt__out_write(&f, p, c, err);
+            p += c;
+            left -= c;
+        }
+        sums[seq[k]] = XXH3_64bits_digest(h);
+    }
+    /* the header with the checksums, written last over the space left */
+    if (rc == ACCEL_OK) {
+        rc = rank_header(o, pc, n, sums, out, flat, seq, &head2, &hlen2, err);
+        if (rc == ACCEL_OK && hlen2 != hlen)
+            rc = accel_error_set(err, ACCEL_EINVAL, "checkpoint save: the header changed size");
+        f.head = head2;
+    }
+    rc = ckpt__out_close(&f, rc, NULL, err);
 out:
     accel_free(head);
-    cJSON_free(pieces);
-    cJSON_free(users);
-    cJSON_Delete(user);
-    cJSON_Delete(doc);
+    accel_free(head2);
+    XXH3_freeState(h);
     accel_free(flat);
     accel_free(out);
     accel_free(seq);
+    accel_free(sums);
     return rc;
 }
 
@@ -310,7 +354,7 @@ enum accel_err accel_ckpt_save(const struct accel_ckpt_save_opts *o,
         goto out;
     rc = ckpt__step_dir(o->root, o->step, o->rank, dir, sizeof dir, err);
     if (rc == ACCEL_OK)
-        rc = ckpt__write_rank(o, dir, pieces, npieces, NULL, err);
+        rc = ckpt__write_rank(o, dir, pieces, npieces, err);
     arc = o->agree(o->agree_ctx, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
     if (rc == ACCEL_OK && arc != ACCEL_OK)
         rc = arc;

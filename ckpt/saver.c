@@ -211,9 +211,9 @@ out:
 
 /* Copies this rank's file of `step` from the local tier to the root's step
  * directory durably, at copy_rate, and checks it: what was read locally,
- * what was written, and what reads back from the root all hash the same
- * (and `sum`, when given: what the local write hashed). */
-static enum accel_err copy_up(struct accel_ckpt_saver *sv, unsigned long step, const uint64_t *sum,
+ * what was written, and what reads back from the root all hash the same.
+ * (What the local disk holds is checked by every read's piece checksums.) */
+static enum accel_err copy_up(struct accel_ckpt_saver *sv, unsigned long step,
                               struct accel_error *err)
 {
     char name[64], step_name[32], ldir[4096], from[4200], rdir[4096];
@@ -267,7 +267,7 @@ static enum accel_err copy_up(struct accel_ckpt_saver *sv, unsigned long step, c
                              done, (long long)st.st_size);
     rc = ckpt__out_close(&f, rc, &wrote, err);
     got = XXH3_64bits_digest(h);
-    if (rc == ACCEL_OK && (got != wrote || (sum && *sum != got)))
+    if (rc == ACCEL_OK && got != wrote)
         rc = accel_error_set(err, ACCEL_EIO,
                              "%s: the copy read from %s is not what was written there (it "
                              "changed on the local disk)",
@@ -295,17 +295,16 @@ static enum accel_err run_job(struct accel_ckpt_saver *sv, const struct job *j,
     const char *tier = sv->o.local ? sv->o.local : sv->o.root;
     const struct accel_ckpt_save_opts so = save_opts(sv, tier, j->step, j->meta, j->nmeta);
     char dir[4096];
-    uint64_t sum = 0;
     enum accel_err rc;
 
     rc = ckpt__step_dir(tier, j->step, sv->o.rank, dir, sizeof dir, err);
     if (rc == ACCEL_OK)
-        rc = ckpt__write_rank(&so, dir, j->p, j->n, sv->o.local ? &sum : NULL, err);
+        rc = ckpt__write_rank(&so, dir, j->p, j->n, err);
     if (rc == ACCEL_OK && sv->o.local) {
         if (accel_fsync_dir(dir) != ACCEL_OK) /* the local copy's rename: it is a record */
             rc = accel_error_sys(err, ACCEL_EIO, "couldn't fsync %s", dir);
         if (rc == ACCEL_OK)
-            rc = copy_up(sv, j->step, &sum, err);
+            rc = copy_up(sv, j->step, err);
     }
     return rc;
 }
@@ -794,7 +793,7 @@ static enum accel_err commit_local(struct accel_ckpt_saver *sv, unsigned long st
     enum accel_err rc, arc;
     bool all = false;
 
-    rc = copy_up(sv, step, NULL, err);
+    rc = copy_up(sv, step, err);
     if (rc == ACCEL_OK && sv->o.rank == 0)
         rc = local_meta(sv, step, &meta, &nmeta, err);
     arc = agree(sv, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);

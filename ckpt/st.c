@@ -433,6 +433,13 @@ enum accel_err ckpt__st_build(struct ckpt__st_out *o, size_t n, const struct acc
                               size_t nmeta, char **out, size_t *len, size_t *seq,
                               struct accel_error *err)
 {
+    return ckpt__st_build_aligned(o, n, meta, nmeta, 8, out, len, seq, err);
+}
+
+enum accel_err ckpt__st_build_aligned(struct ckpt__st_out *o, size_t n,
+                                      const struct accel_ckpt_kv *meta, size_t nmeta, size_t align,
+                                      char **out, size_t *len, size_t *seq, struct accel_error *err)
+{
     enum accel_err rc = ACCEL_ENOMEM;
     struct ckpt__st_out **order = NULL;
     cJSON *root = cJSON_CreateObject(), *m = NULL;
@@ -495,7 +502,9 @@ enum accel_err ckpt__st_build(struct ckpt__st_out *o, size_t n, const struct acc
     if (!json)
         goto nomem;
     jn = strlen(json);
-    padded = (jn + 7) / 8 * 8; /* spaces, so the data starts 8-byte aligned */
+    /* trailing spaces (every safetensors reader takes them), so that the
+     * data starts `align`-byte aligned: 8 + padded is a multiple of it */
+    padded = (8 + jn + align - 1) / align * align - 8;
     if (padded > ST_MAX_HEADER) {
         rc = accel_error_set(err, ACCEL_ETOOBIG, "a header of %zu bytes (limit %u)", padded,
                              ST_MAX_HEADER);

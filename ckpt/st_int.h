@@ -76,6 +76,12 @@ struct ckpt__st_out {
 enum accel_err ckpt__st_build(struct ckpt__st_out *o, size_t n, const struct accel_ckpt_kv *meta,
                               size_t nmeta, char **out, size_t *len, size_t *seq,
                               struct accel_error *err);
+/* The same with the data starting at a multiple of `align` (a power of
+ * two >= 8: 4096 lets the data go out with O_DIRECT from offset 8 + N). */
+enum accel_err ckpt__st_build_aligned(struct ckpt__st_out *o, size_t n,
+                                      const struct accel_ckpt_kv *meta, size_t nmeta, size_t align,
+                                      char **out, size_t *len, size_t *seq,
+                                      struct accel_error *err);
 
 /* A JSON number that is an integer in [0, 2^53] (exact in cJSON's double). */
 struct cJSON;

@@ -35,10 +35,12 @@
 
 static const char *const names[NT] = {"h.0.attn.weight", "h.0.mlp.weight", "lm_head.weight"};
 
-/* tensor k: 40000 * (k + 1) + 13 elements; element i of step s */
+/* tensor k: 1000000 * (k + 1) + 13 elements (24 MB in all: a rank's file
+ * of 12 MB fills the writer's 8 MiB buffers once and more); element i of
+ * step s */
 static size_t numel(unsigned k)
 {
-    return 40000 * (k + 1) + 13;
+    return 1000000 * (k + 1) + 13;
 }
 
 static float value(unsigned k, size_t i, unsigned long step)

@@ -160,9 +160,9 @@ failing "enospc on a write (one tier)" - write enospc 3 0 "the file system is fu
 failing "eio on an fsync (two tiers)" local fsync eio 1 0 "couldn't fsync"
 failing "eio on an fsync (one tier)" - fsync eio 1 1 "couldn't fsync"
 
-# a real full file system: a tmpfs of 2200 KiB holds two checkpoints (~940
-# KiB each, keep 2), not the third before the oldest goes; then it is grown
-if [ "$(id -u)" = 0 ] && mkdir -p "$T/tmpfs" && mount -t tmpfs -o size=2200k tmpfs "$T/tmpfs" 2>"$T/mount.err"; then
+# a real full file system: a tmpfs of 52 MiB holds two checkpoints (24 MB
+# each, keep 2), not the third before the oldest goes; then it is grown
+if [ "$(id -u)" = 0 ] && mkdir -p "$T/tmpfs" && mount -t tmpfs -o size=52m tmpfs "$T/tmpfs" 2>"$T/mount.err"; then
     MNT=$T/tmpfs
     w=$T/full
     mkdir -p "$w"
@@ -175,7 +175,7 @@ if [ "$(id -u)" = 0 ] && mkdir -p "$T/tmpfs" && mount -t tmpfs -o size=2200k tmp
         else
             bad "a full tmpfs: the save of step 3 fails naming the file and the space" "$(cat "$w/s3"; df -k "$MNT")"
         fi
-        mount -o remount,size=4m "$MNT" # room made
+        mount -o remount,size=100m "$MNT" # room made
         job "$w/s4" "$MNT/root" - 4
         if [ "$(resumed "$w/s4")" = 2 ] && committed "$w/s4" 4; then
             ok "a full tmpfs: steps 1 and 2 intact (step 2 verified), step 4 committed once there was room"
