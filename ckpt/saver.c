@@ -52,8 +52,10 @@ struct job {
     unsigned long step;
     struct accel_ckpt_kv *meta; /* keys and values owned */
     size_t nmeta;
-    struct accel_ckpt_piece *p; /* names owned; data into staging or copies */
+    struct accel_ckpt_piece *p; /* names owned; data into staging or copies (deferred:
+                                   the caller's until the writer copied it) */
     size_t n;
+    bool deferred; /* the writer copies the pieces first */
 };
 
 /* A buffer of the caller's memory functions, reused. */
@@ -72,6 +74,7 @@ struct accel_ckpt_saver {
     pthread_cond_t cv;
     bool quit, queued; /* under mu */
     enum wstate state; /* under mu */
+    bool staged;       /* under mu: the job's pieces are in staging (or copies) */
     struct accel_error werr;
     struct job job;
     struct mem staging, copies; /* the caller's (accel_ckpt_saver_staging) and ours */
@@ -289,14 +292,37 @@ out:
 
 /* ---------------------------------------------------------------- the writer */
 
-static enum accel_err run_job(struct accel_ckpt_saver *sv, const struct job *j,
-                              struct accel_error *err)
+static bool in_staging(const struct accel_ckpt_saver *sv, const struct accel_ckpt_piece *p);
+
+/* A deferred job's pieces into the copies buffer (reserved by start), then
+ * the caller let go of its memory. */
+static void stage(struct accel_ckpt_saver *sv, struct job *j)
+{
+    size_t at = 0;
+
+    for (size_t i = 0; j->deferred && i < j->n; i++) {
+        struct accel_ckpt_piece *p = &j->p[i];
+        size_t bytes = (size_t)((p->hi - p->lo) * accel_dtype_size(p->t.dtype));
+        if (in_staging(sv, p))
+            continue;
+        memcpy((char *)sv->copies.p + at, p->data, bytes);
+        p->data = (char *)sv->copies.p + at;
+        at += bytes;
+    }
+    pthread_mutex_lock(&sv->mu);
+    sv->staged = true;
+    pthread_cond_broadcast(&sv->cv);
+    pthread_mutex_unlock(&sv->mu);
+}
+
+static enum accel_err run_job(struct accel_ckpt_saver *sv, struct job *j, struct accel_error *err)
 {
     const char *tier = sv->o.local ? sv->o.local : sv->o.root;
     const struct accel_ckpt_save_opts so = save_opts(sv, tier, j->step, j->meta, j->nmeta);
     char dir[4096];
     enum accel_err rc;
 
+    stage(sv, j);
     rc = ckpt__step_dir(tier, j->step, sv->o.rank, dir, sizeof dir, err);
     if (rc == ACCEL_OK)
         rc = ckpt__write_rank(&so, dir, j->p, j->n, err);
@@ -505,6 +531,7 @@ static enum accel_err make_job(struct accel_ckpt_saver *sv, const struct accel_c
             need += (size_t)((q->pieces[i].hi - q->pieces[i].lo) *
                              accel_dtype_size(q->pieces[i].t.dtype));
     j->step = q->step;
+    j->deferred = q->defer;
     j->meta = accel_calloc(q->nmeta ? q->nmeta : 1, sizeof *j->meta);
     j->p = accel_calloc(q->npieces ? q->npieces : 1, sizeof *j->p);
     if (!j->meta || !j->p || !mem_reserve(sv, &sv->copies, need ? need : 1))
@@ -529,7 +556,8 @@ static enum accel_err make_job(struct accel_ckpt_saver *sv, const struct accel_c
             j->n++;
             goto nomem;
         }
-        if (!in_staging(sv, p)) { /* the snapshot: training may change p->data from now */
+        if (!in_staging(sv, p) && !q->defer) { /* the snapshot: training may change
+                                                   p->data from now */
             memcpy((char *)sv->copies.p + at, p->data, bytes);
             c->data = (char *)sv->copies.p + at;
             at += bytes;
@@ -563,6 +591,7 @@ enum accel_err accel_ckpt_saver_start(struct accel_ckpt_saver *sv,
     accel_error_clear(&e);
     rc = make_job(sv, q, &e);
     pthread_mutex_lock(&sv->mu);
+    sv->staged = rc != ACCEL_OK || !q->defer; /* a failed one holds nothing of the caller's */
     if (rc == ACCEL_OK) {
         sv->state = W_RUNNING;
         sv->queued = true;
@@ -574,6 +603,14 @@ enum accel_err accel_ckpt_saver_start(struct accel_ckpt_saver *sv,
     }
     pthread_mutex_unlock(&sv->mu);
     return ACCEL_OK;
+}
+
+void accel_ckpt_saver_wait_staged(struct accel_ckpt_saver *sv)
+{
+    pthread_mutex_lock(&sv->mu);
+    while (sv->state == W_RUNNING && !sv->staged)
+        pthread_cond_wait(&sv->cv, &sv->mu);
+    pthread_mutex_unlock(&sv->mu);
 }
 
 void accel_ckpt_saver_fail(struct accel_ckpt_saver *sv, unsigned long step,

@@ -294,6 +294,12 @@ enum accel_err accel_shard_ckpt_open(struct accel_shard *s, const struct accel_s
     return accel_ckpt_saver_open(&s->saver, &so, err);
 }
 
+void shard__fence(struct accel_shard *s)
+{
+    if (s->saver)
+        accel_ckpt_saver_wait_staged(s->saver);
+}
+
 void shard__ckpt_close(struct accel_shard *s)
 {
     accel_ckpt_saver_close(s->saver);
@@ -348,7 +354,11 @@ enum accel_err accel_shard_save_start(struct accel_shard *s, unsigned long step,
     if (rc == ACCEL_OK)
         rc = collect_pieces(s, &v, err);
     if (rc == ACCEL_OK) {
-        const struct accel_ckpt_save_req q = {step, m.kv, m.n, v.p, v.n};
+        /* host memory: the writer copies the slices while the next step's
+         * forward and backward run (they read, never write, the master and
+         * the state); the next update waits for that copy (shard__fence) */
+        const bool defer = s->mem == &shard__host_ops;
+        const struct accel_ckpt_save_req q = {step, m.kv, m.n, v.p, v.n, defer};
         rc = accel_ckpt_saver_start(s->saver, &q, busy, err);
     } else { /* the others started it: the poll fails it everywhere */
         accel_ckpt_saver_fail(s->saver, step, err);
@@ -448,6 +458,7 @@ static enum accel_err load_all(struct accel_shard *s, struct accel_ckpt *c, stru
         ls = !strcmp(compute, "f16") ? strtod(scale, NULL) : s->o.loss_scale;
     if ((rc = s->mem->from_compute(s->ctx, err)) != ACCEL_OK)
         return rc;
+    shard__fence(s);
     for (size_t u = 0; dev && u < s->nunits; u++) /* a device's slices go through the host */
         most =
             s->units[u].end - s->units[u].begin > most ? s->units[u].end - s->units[u].begin : most;

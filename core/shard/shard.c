@@ -278,6 +278,7 @@ enum accel_err accel_shard_set_full(struct accel_shard *s, size_t u, const float
         return accel_error_set(err, ACCEL_EINVAL, "shard: set_full: no unit %zu or no values", u);
     d = &s->units[u];
     d->gathered = false; /* a held copy no longer matches */
+    shard__fence(s);     /* a save in flight may still be copying the master */
     /* a compute stream may still read the master (NO_SHARD fp32): the put
      * waits for the communicator's stream, and that for the compute one */
     if ((rc = s->mem->from_compute(s->ctx, err)) != ACCEL_OK)

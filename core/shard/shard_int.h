@@ -102,8 +102,11 @@ void shard__count(struct accel_shard *s, size_t bytes);
 enum accel_err shard__exchange(struct accel_shard *s, uint64_t mine, struct accel_error *err);
 uint64_t shard__exchanged(const struct accel_shard *s, unsigned r);
 
-/* ckpt.c: the saver's end (accel_shard_free). */
+/* ckpt.c: the saver's end (accel_shard_free); and the fence every change
+ * of the master weights or the optimizer state passes first: a save in
+ * flight may still be copying them (accel_shard_save_start). */
 void shard__ckpt_close(struct accel_shard *s);
+void shard__fence(struct accel_shard *s);
 
 /* gather.c: after an update (or a skipped one): gathered copies dropped
  * (they are stale once the master moves), slice gradients zeroed, reduce

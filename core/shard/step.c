@@ -90,7 +90,9 @@ enum accel_err accel_shard_step(struct accel_shard *s, struct accel_shard_stats 
                 coef = c;
         }
         /* the scale is a power of two: unscaling is exact, and folding it
-         * into the clip factor costs no rounding */
+         * into the clip factor costs no rounding; a save in flight may
+         * still be copying the master and the state */
+        shard__fence(s);
         if ((rc = shard__update(s, s->step + 1, (float)(coef / s->scale), err)) != ACCEL_OK)
             return rc;
         s->step++;

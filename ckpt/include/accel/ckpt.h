@@ -174,6 +174,11 @@ struct accel_ckpt_save_req {
     size_t nmeta;
     const struct accel_ckpt_piece *pieces;
     size_t npieces;
+    /* accel_ckpt_saver_start: false, the pieces' data is copied before it
+     * returns; true, the writer copies it, and the caller keeps it unchanged
+     * until accel_ckpt_saver_wait_staged returns (a trainer: until its next
+     * optimizer update, so the copy overlaps forward and backward) */
+    bool defer;
 };
 
 /* A save from start to commit: collective, like accel_ckpt_save (and with
@@ -213,6 +218,11 @@ enum accel_err accel_ckpt_saver_start(struct accel_ckpt_saver *sv,
  * save fails on every rank, this one with `why` (its code, or ACCEL_EIO). */
 void accel_ckpt_saver_fail(struct accel_ckpt_saver *sv, unsigned long step,
                            const struct accel_error *why);
+
+/* With a deferred save (q->defer) in flight: returns once its pieces are
+ * copied into staging (at once when they are, or no save is in flight), so
+ * that the caller may change them.  Not collective. */
+void accel_ckpt_saver_wait_staged(struct accel_ckpt_saver *sv);
 
 /* Collective, every rank at the same point (after each training step, say):
  * when every rank's writer is done (with `block`, after waiting for this
