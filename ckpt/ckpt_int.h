@@ -126,6 +126,8 @@ void ckpt__close_file(struct accel_ckpt *c, uint32_t f);
  * dst NULL, through c->scratch CK_CHUNK bytes at a time; its XXH3-64 must be
  * `sum` (the message names `tensor`). */
 #define CK_CHUNK (64u << 20)
+/* a read at a time, each hashed before the next (while readahead goes on) */
+#define CK_READ_CHUNK (16u << 20)
 enum accel_err ckpt__pread(struct accel_ckpt *c, uint32_t f, void *dst, uint64_t off, uint64_t len,
                            uint64_t sum, const char *tensor, struct accel_error *err);
 
@@ -159,6 +161,11 @@ void ckpt__lock_drop(int fd);
 enum accel_err ckpt__commit(const struct accel_ckpt_save_opts *o, const char *dir,
                             struct accel_error *err);
 void ckpt__after_commit(const struct accel_ckpt_save_opts *o);
+/* ... in its two parts: `latest` moved forward (a small durable write), and
+ * the clean-up (deleting old checkpoints takes time: a saver leaves it to
+ * its writer thread, off the training's path) */
+void ckpt__move_latest(const struct accel_ckpt_save_opts *o);
+void ckpt__collect(const struct accel_ckpt_save_opts *o);
 
 /* out.c: a file written durably in a directory: created as name.tmp,
  * written, then (ckpt__out_close with rc ACCEL_OK) fsynced and renamed to

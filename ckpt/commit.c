@@ -267,6 +267,18 @@ static void remove_latest_temps(const char *root)
 
 void ckpt__after_commit(const struct accel_ckpt_save_opts *o)
 {
+    ckpt__move_latest(o);
+    ckpt__collect(o);
+}
+
+void ckpt__collect(const struct accel_ckpt_save_opts *o)
+{
+    collect(o->root, o->step, o->keep);
+    remove_latest_temps(o->root);
+}
+
+void ckpt__move_latest(const struct accel_ckpt_save_opts *o)
+{
     struct accel_error err = {0};
     char path[4096], line[32];
 
@@ -284,8 +296,6 @@ void ckpt__after_commit(const struct accel_ckpt_save_opts *o)
                   "checkpoint: step %lu is committed, but %s/%s was not "
                   "updated: %s",
                   o->step, o->root, CK_LATEST, err.msg);
-    collect(o->root, o->step, o->keep);
-    remove_latest_temps(o->root);
 }
 
 enum accel_err ckpt__commit(const struct accel_ckpt_save_opts *o, const char *dir,

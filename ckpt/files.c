@@ -110,8 +110,12 @@ static int open_file(struct accel_ckpt *c, uint32_t f, const char *path)
             ckpt__close_file(c, (uint32_t)c->hand);
     }
     c->f[f].fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (c->f[f].fd >= 0)
+    if (c->f[f].fd >= 0) {
         c->nopen++;
+        /* pieces are read front to back: a larger readahead window keeps
+         * the device busy while each chunk is hashed */
+        (void)posix_fadvise(c->f[f].fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    }
     return c->f[f].fd;
 }
 
@@ -251,7 +255,7 @@ static enum accel_err pread_checked(struct accel_ckpt *c, uint32_t f, void *dst,
     while (rc == ACCEL_OK && left > 0) {
         /* into dst, or chunk by chunk through the scratch buffer */
         char *p = dst ? (char *)dst + (len - left) : c->scratch;
-        size_t chunk = left > CK_CHUNK ? CK_CHUNK : (size_t)left;
+        size_t chunk = left > CK_READ_CHUNK ? CK_READ_CHUNK : (size_t)left;
         ssize_t n = pread(c->f[f].fd, p, chunk, (off_t)off);
 
         if (n < 0 && errno == EINTR)
@@ -262,9 +266,13 @@ static enum accel_err pread_checked(struct accel_ckpt *c, uint32_t f, void *dst,
             rc = accel_error_set(err, ACCEL_EIO, "%s/%s: unexpected end of file", c->dir,
                                  c->f[f].name);
         else {
-            XXH3_64bits_update(h, p, (size_t)n);
             off += (uint64_t)n;
             left -= (uint64_t)n;
+            /* the device fetches the next chunk while this one is hashed */
+            if (left > 0)
+                (void)readahead(c->f[f].fd, (off_t)off,
+                                left > CK_READ_CHUNK ? CK_READ_CHUNK : (size_t)left);
+            XXH3_64bits_update(h, p, (size_t)n);
         }
     }
     if (rc == ACCEL_OK && XXH3_64bits_digest(h) != sum)

@@ -72,9 +72,10 @@ struct accel_ckpt_saver {
     bool thread_up;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool quit, queued; /* under mu */
-    enum wstate state; /* under mu */
-    bool staged;       /* under mu: the job's pieces are in staging (or copies) */
+    bool quit, queued;  /* under mu */
+    unsigned long tidy; /* under mu: a committed step whose clean-up the writer owes */
+    enum wstate state;  /* under mu */
+    bool staged;        /* under mu: the job's pieces are in staging (or copies) */
     struct accel_error werr;
     struct job job;
     struct mem staging, copies; /* the caller's (accel_ckpt_saver_staging) and ours */
@@ -335,6 +336,20 @@ static enum accel_err run_job(struct accel_ckpt_saver *sv, struct job *j, struct
     return rc;
 }
 
+static void trim_local(struct accel_ckpt_saver *sv, unsigned long step, bool past);
+
+/* After the commit of `step`: the root's old checkpoints deleted (rank 0)
+ * and the local tier trimmed (every rank).  The writer does it, so that
+ * training does not wait for the deletion of gigabytes. */
+static void tidy_up(struct accel_ckpt_saver *sv, unsigned long step)
+{
+    const struct accel_ckpt_save_opts so = save_opts(sv, sv->o.root, step, NULL, 0);
+
+    if (sv->o.rank == 0)
+        ckpt__collect(&so);
+    trim_local(sv, step, false);
+}
+
 static void *writer(void *arg)
 {
     struct accel_ckpt_saver *sv = arg;
@@ -344,8 +359,17 @@ static void *writer(void *arg)
         struct accel_error e;
         enum accel_err rc;
 
-        while (!sv->queued && !sv->quit)
+        while (!sv->queued && !sv->tidy && !sv->quit)
             pthread_cond_wait(&sv->cv, &sv->mu);
+        if (sv->tidy) { /* before the next save, in the order they came */
+            unsigned long step = sv->tidy;
+            pthread_mutex_unlock(&sv->mu);
+            tidy_up(sv, step);
+            pthread_mutex_lock(&sv->mu);
+            if (sv->tidy == step)
+                sv->tidy = 0;
+            continue;
+        }
         if (!sv->queued)
             break;
         sv->queued = false;
@@ -516,8 +540,16 @@ static bool in_staging(const struct accel_ckpt_saver *sv, const struct accel_ckp
 
 /* The job of q: the request copied, the pieces' data out of the caller's
  * memory (unless in staging) into ours.  Arguments checked first. */
+/* Where a save's pieces are copied to staging, if at all. */
+enum staging {
+    STAGE_AT_START,  /* by start, before it returns */
+    STAGE_BY_WRITER, /* by the writer first (q->defer: wait_staged tells when) */
+    STAGE_NONE,      /* never: the writer writes the caller's memory, which the
+                        caller leaves alone until the commit (a synchronous save) */
+};
+
 static enum accel_err make_job(struct accel_ckpt_saver *sv, const struct accel_ckpt_save_req *q,
-                               struct accel_error *err)
+                               enum staging how, struct accel_error *err)
 {
     const struct accel_ckpt_save_opts so = save_opts(sv, sv->o.root, q->step, q->meta, q->nmeta);
     struct job *j = &sv->job;
@@ -526,12 +558,12 @@ static enum accel_err make_job(struct accel_ckpt_saver *sv, const struct accel_c
 
     if (rc != ACCEL_OK)
         return rc;
-    for (size_t i = 0; i < q->npieces; i++)
+    for (size_t i = 0; i < q->npieces && how != STAGE_NONE; i++)
         if (!in_staging(sv, &q->pieces[i]))
             need += (size_t)((q->pieces[i].hi - q->pieces[i].lo) *
                              accel_dtype_size(q->pieces[i].t.dtype));
     j->step = q->step;
-    j->deferred = q->defer;
+    j->deferred = how == STAGE_BY_WRITER;
     j->meta = accel_calloc(q->nmeta ? q->nmeta : 1, sizeof *j->meta);
     j->p = accel_calloc(q->npieces ? q->npieces : 1, sizeof *j->p);
     if (!j->meta || !j->p || !mem_reserve(sv, &sv->copies, need ? need : 1))
@@ -556,8 +588,8 @@ static enum accel_err make_job(struct accel_ckpt_saver *sv, const struct accel_c
             j->n++;
             goto nomem;
         }
-        if (!in_staging(sv, p) && !q->defer) { /* the snapshot: training may change
-                                                   p->data from now */
+        if (!in_staging(sv, p) && how == STAGE_AT_START) { /* the snapshot: training may
+                                                               change p->data from now */
             memcpy((char *)sv->copies.p + at, p->data, bytes);
             c->data = (char *)sv->copies.p + at;
             at += bytes;
@@ -569,9 +601,8 @@ nomem:
                            q->step);
 }
 
-enum accel_err accel_ckpt_saver_start(struct accel_ckpt_saver *sv,
-                                      const struct accel_ckpt_save_req *q,
-                                      enum accel_ckpt_busy busy, struct accel_error *err)
+static enum accel_err start(struct accel_ckpt_saver *sv, const struct accel_ckpt_save_req *q,
+                            enum staging how, enum accel_ckpt_busy busy, struct accel_error *err)
 {
     struct accel_error e;
     enum accel_err rc;
@@ -589,9 +620,10 @@ enum accel_err accel_ckpt_saver_start(struct accel_ckpt_saver *sv,
     /* a problem of this rank's is the save's: the poll that ends it says it
      * on every rank */
     accel_error_clear(&e);
-    rc = make_job(sv, q, &e);
+    rc = make_job(sv, q, how, &e);
     pthread_mutex_lock(&sv->mu);
-    sv->staged = rc != ACCEL_OK || !q->defer; /* a failed one holds nothing of the caller's */
+    /* a failed one holds nothing of the caller's */
+    sv->staged = rc != ACCEL_OK || how != STAGE_BY_WRITER;
     if (rc == ACCEL_OK) {
         sv->state = W_RUNNING;
         sv->queued = true;
@@ -603,6 +635,13 @@ enum accel_err accel_ckpt_saver_start(struct accel_ckpt_saver *sv,
     }
     pthread_mutex_unlock(&sv->mu);
     return ACCEL_OK;
+}
+
+enum accel_err accel_ckpt_saver_start(struct accel_ckpt_saver *sv,
+                                      const struct accel_ckpt_save_req *q,
+                                      enum accel_ckpt_busy busy, struct accel_error *err)
+{
+    return start(sv, q, q->defer ? STAGE_BY_WRITER : STAGE_AT_START, busy, err);
 }
 
 void accel_ckpt_saver_wait_staged(struct accel_ckpt_saver *sv)
@@ -683,8 +722,12 @@ static enum accel_err commit_step(struct accel_ckpt_saver *sv, unsigned long ste
     if (rc != ACCEL_OK)
         return rc;
     if (sv->o.rank == 0)
-        ckpt__after_commit(&so);
-    trim_local(sv, step, false);
+        ckpt__move_latest(&so);
+    /* the deletions to the writer (once its save in hand, if any, is done) */
+    pthread_mutex_lock(&sv->mu);
+    sv->tidy = step;
+    pthread_cond_broadcast(&sv->cv);
+    pthread_mutex_unlock(&sv->mu);
     return ACCEL_OK;
 }
 
@@ -727,7 +770,8 @@ enum accel_err accel_ckpt_saver_save(struct accel_ckpt_saver *sv,
                                      const struct accel_ckpt_save_req *q, struct accel_error *err)
 {
     unsigned long done = 0;
-    enum accel_err rc = accel_ckpt_saver_start(sv, q, ACCEL_CKPT_WAIT, err);
+    /* the caller waits for the commit: the writer writes its memory as it is */
+    enum accel_err rc = start(sv, q, STAGE_NONE, ACCEL_CKPT_WAIT, err);
 
     return rc == ACCEL_OK ? accel_ckpt_saver_poll(sv, true, &done, err) : rc;
 }

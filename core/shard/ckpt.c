@@ -214,6 +214,10 @@ static enum accel_err save_meta(const struct accel_shard *s, const struct accel_
     return ACCEL_OK;
 }
 
+static enum accel_err through_saver(struct accel_shard *s, unsigned long step,
+                                    const struct accel_ckpt_kv *meta, size_t nmeta,
+                                    enum accel_ckpt_busy busy, bool sync, struct accel_error *err);
+
 enum accel_err accel_shard_save(struct accel_shard *s, const char *root, unsigned long step,
                                 const struct accel_ckpt_kv *meta, size_t nmeta, unsigned keep,
                                 struct accel_error *err)
@@ -222,11 +226,8 @@ enum accel_err accel_shard_save(struct accel_shard *s, const char *root, unsigne
     struct saved v = {0};
     enum accel_err rc;
 
-    if (s->saver) { /* through the saver: its root and keep */
-        unsigned long done;
-        rc = accel_shard_save_start(s, step, meta, nmeta, ACCEL_CKPT_WAIT, err);
-        return rc == ACCEL_OK ? accel_shard_save_poll(s, true, &done, err) : rc;
-    }
+    if (s->saver) /* through the saver: its root and keep */
+        return through_saver(s, step, meta, nmeta, ACCEL_CKPT_WAIT, true, err);
     rc = save_meta(s, meta, nmeta, &m, err);
     if (rc != ACCEL_OK)
         return rc;
@@ -325,12 +326,19 @@ enum accel_err accel_shard_ckpt_resume(struct accel_shard *s, unsigned long *ste
     return ACCEL_OK;
 }
 
-enum accel_err accel_shard_save_start(struct accel_shard *s, unsigned long step,
-                                      const struct accel_ckpt_kv *meta, size_t nmeta,
-                                      enum accel_ckpt_busy busy, struct accel_error *err)
+/* A save through the saver: synchronous (`sync`: the writer writes the
+ * shard's host memory, or the device's slices' pinned copy, as it is; the
+ * caller waits for the commit) or started (host memory: the writer copies
+ * the slices while the next step's forward and backward run, which read,
+ * never write, the master and the state; the next update waits for that
+ * copy, shard__fence). */
+static enum accel_err through_saver(struct accel_shard *s, unsigned long step,
+                                    const struct accel_ckpt_kv *meta, size_t nmeta,
+                                    enum accel_ckpt_busy busy, bool sync, struct accel_error *err)
 {
     struct save_meta m;
     struct saved v = {0};
+    unsigned long done;
     enum accel_err rc;
 
     if (!s->saver)
@@ -340,7 +348,6 @@ enum accel_err accel_shard_save_start(struct accel_shard *s, unsigned long step,
         return rc;
     /* the staging memory is the save's in flight: that one first (or no) */
     if (accel_ckpt_saver_pending(s->saver)) {
-        unsigned long done;
         if (busy == ACCEL_CKPT_REFUSE)
             return accel_error_set(err, ACCEL_EBUSY,
                                    "shard: save of step %lu: step %lu is still "
@@ -354,18 +361,23 @@ enum accel_err accel_shard_save_start(struct accel_shard *s, unsigned long step,
     if (rc == ACCEL_OK)
         rc = collect_pieces(s, &v, err);
     if (rc == ACCEL_OK) {
-        /* host memory: the writer copies the slices while the next step's
-         * forward and backward run (they read, never write, the master and
-         * the state); the next update waits for that copy (shard__fence) */
-        const bool defer = s->mem == &shard__host_ops;
+        const bool defer = !sync && s->mem == &shard__host_ops;
         const struct accel_ckpt_save_req q = {step, m.kv, m.n, v.p, v.n, defer};
-        rc = accel_ckpt_saver_start(s->saver, &q, busy, err);
+        rc = sync ? accel_ckpt_saver_save(s->saver, &q, err)
+                  : accel_ckpt_saver_start(s->saver, &q, busy, err);
     } else { /* the others started it: the poll fails it everywhere */
         accel_ckpt_saver_fail(s->saver, step, err);
-        rc = ACCEL_OK;
+        rc = sync ? accel_ckpt_saver_poll(s->saver, true, &done, err) : ACCEL_OK;
     }
     saved_free(&v);
     return rc;
+}
+
+enum accel_err accel_shard_save_start(struct accel_shard *s, unsigned long step,
+                                      const struct accel_ckpt_kv *meta, size_t nmeta,
+                                      enum accel_ckpt_busy busy, struct accel_error *err)
+{
+    return through_saver(s, step, meta, nmeta, busy, false, err);
 }
 
 enum accel_err accel_shard_save_poll(struct accel_shard *s, bool block, unsigned long *committed,

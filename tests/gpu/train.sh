@@ -194,6 +194,25 @@ if [ "$haveg" -eq 1 ] && ckrun gpu-ck examples/gpt-gpu.yaml "$tmp/gck" --save-ev
 else
     skipped "checkpoints on the GPU" "the GPU run failed"
 fi
+# asynchronous saves from the GPU (device -> pinned staging) through a local tier
+if [ "$haveg" -eq 1 ] && ckrun gpu-async examples/gpt-gpu.yaml "$tmp/gcka" --save-every "$half" \
+    --async-save --ckpt-local "$tmp/gcka-local"; then
+    if cmp -s "$tmp/gpu.log" "$tmp/gpu-async.log" &&
+        grep -q "checkpoint $tmp/gcka/step-$(printf %08d "$half") committed" "$tmp/gpu-async.out"; then
+        ok "GPU --async-save --ckpt-local: step $half committed in the background, the loss log bit-identical to the run without"
+    else
+        bad "GPU --async-save --ckpt-local: the loss log bit-identical, step $half committed" \
+            "$(diff "$tmp/gpu.log" "$tmp/gpu-async.log" | head; grep checkpoint "$tmp/gpu-async.out")"
+    fi
+    rm -rf "$tmp/gcka/step-$(printf %08d "$steps")" "$tmp/gcka-local/step-$(printf %08d "$steps")"
+    if ckrun gpu-async-resumed examples/gpt-gpu.yaml "$tmp/gcka" --async-save --ckpt-local "$tmp/gcka-local" &&
+        tail -n +$((half + 1)) "$tmp/gpu.log" | cmp -s - "$tmp/gpu-async-resumed.log"; then
+        ok "GPU: resumed from the asynchronous step-$half checkpoint: bit-identical"
+    else
+        bad "GPU: resumed from the asynchronous step-$half checkpoint: bit-identical" \
+            "$(tail -n +$((half + 1)) "$tmp/gpu.log" | diff - "$tmp/gpu-async-resumed.log" | head)"
+    fi
+fi
 
 if [ "$havec" -eq 1 ] && [ "$haveg" -eq 1 ]; then
     c=$(ms_per_step "$tmp/cpu.out")
