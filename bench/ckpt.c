@@ -5,10 +5,12 @@
  * slice (tensors cut across the ranks).  Prints "ckpt: NAME SECONDS VALUE"
  * lines (GB = 1e9 bytes).
  *
- *   ckpt save DIR MIB WORLD     three synchronous saves through savers
+ *   ckpt save DIR MIB WORLD [REPS]
+ *                               REPS (default 3) synchronous saves through savers
  *                               (checksums, O_DIRECT, fsyncs, the commit;
  *                               keep 0: no clean-up, which a saver leaves to
  *                               its writer thread anyway): the median's GB/s
+ *                               (of 1 or 3)
  *   ckpt load DIR               the newest checkpoint read whole, every
  *                               checksum checked, once (the caller drops the
  *                               page cache first for a cold read): GB/s
@@ -131,6 +133,7 @@ static enum accel_err min_fn(void *ctx, uint64_t mine, uint64_t *min, struct acc
 }
 
 static double save_t[3];
+static int reps = 3;
 
 /* Rank r: a saver (keep 0: no clean-up, as dd deletes nothing), three
  * synchronous saves, timed on rank 0 from the barrier before each. */
@@ -148,7 +151,7 @@ static void *rank_save(void *arg)
         fprintf(stderr, "ckpt: rank %u: %s\n", r, errs[r].msg);
         return NULL;
     }
-    for (int rep = 0; rep < 3; rep++) {
+    for (int rep = 0; rep < reps; rep++) {
         struct accel_ckpt_save_req q = {(unsigned long)rep + 1, NULL, 0, p, n, false};
         double t0;
         pthread_barrier_wait(&bar);
@@ -171,6 +174,8 @@ static int cmd_save(char **argv)
     double t;
 
     world = (unsigned)atoi(argv[4]);
+    if (argv[5])
+        reps = atoi(argv[5]) == 1 ? 1 : 3;
     if (world < 1 || world > MAXW)
         return 2;
     pthread_barrier_init(&bar, NULL, world);
@@ -181,7 +186,7 @@ static int cmd_save(char **argv)
     for (unsigned r = 0; r < world; r++)
         if (errs[r].code != ACCEL_OK)
             return 1;
-    t = median3(save_t);
+    t = reps == 3 ? median3(save_t) : save_t[0];
     printf("ckpt: save %.3f %.3f\n", t, bytes_all() / t / 1e9);
     return 0;
 }
@@ -360,9 +365,11 @@ int main(int argc, char **argv)
     int need = !strcmp(m, "save") || !strcmp(m, "async") ? 5 : !strcmp(m, "tiers") ? 6 : 3;
     int rc;
 
+    if (!strcmp(m, "save") && argc == 6)
+        need = 6;
     if (argc != need || (strcmp(m, "save") && strcmp(m, "load") && strcmp(m, "async") &&
                          strcmp(m, "tiers") && strcmp(m, "consolidate"))) {
-        fprintf(stderr, "usage: ckpt save DIR MIB WORLD | load DIR | async DIR MIB GAP_MS |\n"
+        fprintf(stderr, "usage: ckpt save DIR MIB WORLD [REPS] | load DIR | async DIR MIB GAP_MS |\n"
                         "       tiers DIR LOCAL MIB RATE_MBPS | consolidate DIR\n");
         return 2;
     }

@@ -71,19 +71,28 @@ for mib in $sizes; do
         echo "ckpt.sh: SKIP $mib MiB: $(avail_mib) MiB free, about $((mib * 5 / 2)) needed"
         continue
     fi
-    # the peers' bytes
+    # the peers' bytes, and the saves: dd and ours in turn, round by round
+    # (so that a slow spell of the disk hits every one of them), medians
     head -c "$bytes" /dev/urandom >"$tmp/rand"
-    dd_rate() { # FLAGS...: median GB/s of 3 durable copies of the random bytes
-        for _ in 1 2 3; do
-            t0=$(date +%s%N)
-            dd if="$tmp/rand" of="$tmp/dd.out" bs=8M conv=fsync "$@" 2>/dev/null
-            gbs "$bytes" "$(secs "$t0")"
-            echo
-            rm -f "$tmp/dd.out"
-        done | median3
+    cat "$tmp/rand" >/dev/null # dd's source in the page cache, as ours is in memory
+    dd_once() { # FLAGS...: GB/s of one durable copy of the random bytes
+        t0=$(date +%s%N)
+        dd if="$tmp/rand" of="$tmp/dd.out" bs=8M conv=fsync "$@" 2>/dev/null
+        gbs "$bytes" "$(secs "$t0")"
+        echo
+        rm -f "$tmp/dd.out"
     }
-    dd_w=$(dd_rate)
-    dd_d=$(dd_rate oflag=direct)
+    : >"$tmp/rounds"
+    for _ in 1 2 3; do
+        echo "w $(dd_once)" >>"$tmp/rounds"
+        echo "d $(dd_once oflag=direct)" >>"$tmp/rounds"
+        echo "s1 $(figure save "$("$bin" save "$tmp/w1" "$mib" 1 1)")" >>"$tmp/rounds"
+        rm -rf "$tmp/w1"
+        echo "s4 $(figure save "$("$bin" save "$tmp/w4" "$mib" 4 1)")" >>"$tmp/rounds"
+        rm -rf "$tmp/w4"
+    done
+    med_of() { awk -v k="$1" '$1 == k { print $2 }' "$tmp/rounds" | median3; }
+    dd_w=$(med_of w) dd_d=$(med_of d) s1=$(med_of s1) s4=$(med_of s4)
     dd_r=$(for _ in 1 2 3; do
         cold
         t0=$(date +%s%N)
@@ -92,11 +101,7 @@ for mib in $sizes; do
         echo
     done | median3)
     rm -f "$tmp/rand"
-
-    # ours
-    s1=$(figure save "$("$bin" save "$tmp/w1" "$mib" 1)")
-    s4=$(figure save "$("$bin" save "$tmp/w4" "$mib" 4)")
-    rm -rf "$tmp/w4"
+    "$bin" save "$tmp/w1" "$mib" 1 1 >/dev/null # the checkpoint the loads read
     l1=$(for _ in 1 2 3; do
         cold
         figure load "$("$bin" load "$tmp/w1")"
