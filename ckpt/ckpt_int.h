@@ -147,6 +147,13 @@ enum accel_err ckpt__write_rank(const struct accel_ckpt_save_opts *o, const char
                                 const struct accel_ckpt_piece *pc, size_t n,
                                 struct accel_error *err);
 
+/* The outcome of a step that ends in an agreement: this rank's own error
+ * rc first, then the agreement's (arc), then, when another rank failed
+ * (!all), ACCEL_EPEER with the message fmt names. */
+enum accel_err ckpt__agreed(enum accel_err rc, enum accel_err arc, bool all,
+                            struct accel_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
 /* lock.c: the root's lock (ROOT/accelrun.lock, flock), taken for `owner`
  * (a line naming the job; NULL: "a job"): *fd holds it until
  * ckpt__lock_drop.  ACCEL_EBUSY, naming the holder, when another process

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -325,6 +326,22 @@ enum accel_err ckpt__step_dir(const char *root, unsigned long step, unsigned ran
     return ACCEL_OK;
 }
 
+enum accel_err ckpt__agreed(enum accel_err rc, enum accel_err arc, bool all,
+                            struct accel_error *err, const char *fmt, ...)
+{
+    char msg[sizeof err->msg];
+    va_list ap;
+
+    if (rc != ACCEL_OK || arc != ACCEL_OK)
+        return rc != ACCEL_OK ? rc : arc;
+    if (all)
+        return ACCEL_OK;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return accel_error_set(err, ACCEL_EPEER, "%s", msg);
+}
+
 enum accel_err accel_ckpt_save(const struct accel_ckpt_save_opts *o,
                                const struct accel_ckpt_piece *pieces, size_t npieces,
                                struct accel_error *err)
@@ -342,39 +359,30 @@ enum accel_err accel_ckpt_save(const struct accel_ckpt_save_opts *o,
     if (rc == ACCEL_OK && o->rank == 0 && (rc = ckpt__root_dir(o->root, 0, err)) == ACCEL_OK)
         rc = ckpt__lock_take(o->root, NULL, &lock, err);
     arc = o->agree(o->agree_ctx, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
-    if (rc == ACCEL_OK && arc != ACCEL_OK)
-        rc = arc;
-    else if (rc == ACCEL_OK && !all)
-        rc = accel_error_set(err, ACCEL_EPEER,
-                             "checkpoint step %lu: rank 0 could not lock the checkpoint root %s, "
-                             "or another rank's arguments are wrong (their logs say why); nothing "
-                             "was written, nothing was committed",
-                             o->step, o->root);
+    rc = ckpt__agreed(rc, arc, all, err,
+                      "checkpoint step %lu: rank 0 could not lock the checkpoint root %s, "
+                      "or another rank's arguments are wrong (their logs say why); nothing "
+                      "was written, nothing was committed",
+                      o->step, o->root);
     if (rc != ACCEL_OK)
         goto out;
     rc = ckpt__step_dir(o->root, o->step, o->rank, dir, sizeof dir, err);
     if (rc == ACCEL_OK)
         rc = ckpt__write_rank(o, dir, pieces, npieces, err);
     arc = o->agree(o->agree_ctx, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
-    if (rc == ACCEL_OK && arc != ACCEL_OK)
-        rc = arc;
-    else if (rc == ACCEL_OK && !all)
-        rc = accel_error_set(err, ACCEL_EPEER,
-                             "checkpoint step %lu: another rank failed to write its part; "
-                             "nothing was committed",
-                             o->step);
+    rc = ckpt__agreed(rc, arc, all, err,
+                      "checkpoint step %lu: another rank failed to write its part; "
+                      "nothing was committed",
+                      o->step);
     if (rc != ACCEL_OK)
         goto out;
     if (o->rank == 0)
         rc = ckpt__commit(o, dir, err);
     arc = o->agree(o->agree_ctx, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
-    if (rc == ACCEL_OK && arc != ACCEL_OK)
-        rc = arc;
-    else if (rc == ACCEL_OK && !all)
-        rc = accel_error_set(err, ACCEL_EPEER,
-                             "checkpoint step %lu: rank 0 could not commit it (its log says "
-                             "why)",
-                             o->step);
+    rc = ckpt__agreed(rc, arc, all, err,
+                      "checkpoint step %lu: rank 0 could not commit it (its log says "
+                      "why)",
+                      o->step);
     /* after the agreement, so that no rank waits in it for the clean-up */
     if (rc == ACCEL_OK && o->rank == 0)
         ckpt__after_commit(o);

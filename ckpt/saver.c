@@ -469,13 +469,10 @@ enum accel_err accel_ckpt_saver_open(struct accel_ckpt_saver **out,
             sv->thread_up = true;
     }
     arc = agree(sv, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
-    if (rc == ACCEL_OK && arc != ACCEL_OK)
-        rc = arc;
-    else if (rc == ACCEL_OK && !all)
-        rc = accel_error_set(err, ACCEL_EPEER,
-                             "checkpoint saver: another rank could not open its saver of %s (rank "
-                             "0 takes the root's lock; their logs say why); nothing was written",
-                             sv->o.root);
+    rc = ckpt__agreed(rc, arc, all, err,
+                      "checkpoint saver: another rank could not open its saver of %s (rank "
+                      "0 takes the root's lock; their logs say why); nothing was written",
+                      sv->o.root);
     if (rc != ACCEL_OK) {
         accel_ckpt_saver_close(sv);
         return rc;
@@ -713,12 +710,8 @@ static enum accel_err commit_step(struct accel_ckpt_saver *sv, unsigned long ste
             rc = ckpt__commit(&so, dir, err);
     }
     arc = agree(sv, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
-    if (rc == ACCEL_OK && arc != ACCEL_OK)
-        rc = arc;
-    else if (rc == ACCEL_OK && !all)
-        rc = accel_error_set(err, ACCEL_EPEER,
-                             "checkpoint step %lu: rank 0 could not commit it (its log says why)",
-                             step);
+    rc = ckpt__agreed(rc, arc, all, err,
+                      "checkpoint step %lu: rank 0 could not commit it (its log says why)", step);
     if (rc != ACCEL_OK)
         return rc;
     if (sv->o.rank == 0)
@@ -878,13 +871,10 @@ static enum accel_err commit_local(struct accel_ckpt_saver *sv, unsigned long st
     if (rc == ACCEL_OK && sv->o.rank == 0)
         rc = local_meta(sv, step, &meta, &nmeta, err);
     arc = agree(sv, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
-    if (rc == ACCEL_OK && arc != ACCEL_OK)
-        rc = arc;
-    else if (rc == ACCEL_OK && !all)
-        rc = accel_error_set(err, ACCEL_EPEER,
-                             "checkpoint step %lu: another rank could not copy its local file up "
-                             "(its log says why)",
-                             step);
+    rc = ckpt__agreed(rc, arc, all, err,
+                      "checkpoint step %lu: another rank could not copy its local file up "
+                      "(its log says why)",
+                      step);
     if (rc == ACCEL_OK)
         rc = commit_step(sv, step, meta, nmeta, err);
     kv_free(meta, nmeta);

@@ -29,6 +29,7 @@
 #include "accel/ckpt.h"
 #include "accel/fsutil.h"
 #include "accel/log.h"
+#include "barrier.h"
 #include "test.h"
 
 /* ---------------------------------------------------------------- helpers */
@@ -100,16 +101,9 @@ static void keep_log(void *ctx, enum accel_log_level level, const char *line)
 #define MAXT 16
 
 /* A barrier that ANDs the ranks' flags, reusable round after round. */
-struct barrier {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    unsigned world, arrived;
-    unsigned long gen;
-    bool acc, result;
-};
 
 struct agree_ctx {
-    struct barrier *b;
+    struct test_barrier *b;
     unsigned rank, calls;
     enum accel_err fail_with; /* agree itself fails (ACCEL_OK: it does not) */
 };
@@ -117,31 +111,14 @@ struct agree_ctx {
 static enum accel_err agree(void *ctx, bool ok, bool *all_ok, struct accel_error *err)
 {
     struct agree_ctx *a = ctx;
-    struct barrier *b = a->b;
-    enum accel_err rc = ACCEL_OK;
-    struct timespec deadline;
+    uint64_t all = 0;
+    enum accel_err rc;
 
     if (a->fail_with != ACCEL_OK)
         return accel_error_set(err, a->fail_with, "agree: made to fail on rank %u", a->rank);
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += 20;
-    pthread_mutex_lock(&b->mu);
     a->calls++;
-    b->acc = b->acc && ok;
-    if (++b->arrived == b->world) {
-        b->result = b->acc;
-        b->acc = true;
-        b->arrived = 0;
-        b->gen++;
-        pthread_cond_broadcast(&b->cv);
-    } else {
-        unsigned long gen = b->gen;
-        while (b->gen == gen && rc == ACCEL_OK)
-            if (pthread_cond_timedwait(&b->cv, &b->mu, &deadline) == ETIMEDOUT && b->gen == gen)
-                rc = accel_error_set(err, ACCEL_ETIMEDOUT, "agree: rank %u waited 20 s", a->rank);
-    }
-    *all_ok = b->result;
-    pthread_mutex_unlock(&b->mu);
+    rc = test_barrier_min(a->b, a->rank, ok ? 1 : 0, &all, 20, err);
+    *all_ok = all == 1;
     return rc;
 }
 
@@ -173,8 +150,7 @@ struct save_out {
 static void save_world(const struct accel_ckpt_save_opts *o, struct accel_ckpt_piece p[][MAXT],
                        const size_t *n, struct save_out *out)
 {
-    struct barrier b = {
-        PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, o->world, 0, 0, true, false};
+    struct test_barrier b = TEST_BARRIER_INIT(o->world);
     struct rank_run run[MAXW];
     pthread_t th[MAXW];
 
@@ -972,7 +948,7 @@ TEST(failed_save_commits_nothing)
 /* An agree that fails: its error is the save's, on every rank. */
 TEST(agree_error)
 {
-    struct barrier b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, 0, 0, true, false};
+    struct test_barrier b = TEST_BARRIER_INIT(1);
     struct agree_ctx a = {&b, 0, 0, ACCEL_ETIMEDOUT};
     struct accel_ckpt_save_opts o;
     struct accel_ckpt_piece p[MAXW][MAXT];
@@ -1494,7 +1470,7 @@ TEST(corrupt_manifest)
 static enum accel_err save1(const char *root, const struct accel_ckpt_piece *p, size_t n,
                             const struct accel_ckpt_kv *meta, size_t nmeta, struct accel_error *err)
 {
-    struct barrier b = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, 0, 0, true, false};
+    struct test_barrier b = TEST_BARRIER_INIT(1);
     struct agree_ctx a = {&b, 0, 0, ACCEL_OK};
     struct accel_ckpt_save_opts o = opts(root, 1, 1);
 
@@ -1582,8 +1558,7 @@ TEST(bad_arguments)
     ASSERT_ERR(accel_ckpt_save(&o, p, 2, &err), &err, ACCEL_EINVAL, "agree function");
     ASSERT_ERR(accel_ckpt_save(NULL, p, 2, &err), &err, ACCEL_EINVAL, "agree function");
     {
-        struct barrier b = {
-            PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 1, 0, 0, true, false};
+        struct test_barrier b = TEST_BARRIER_INIT(1);
         struct agree_ctx a = {&b, 0, 0, ACCEL_OK};
 
         o.agree = agree;

@@ -21,6 +21,7 @@
 
 #include "accel/alloc.h"
 #include "accel/ckpt.h"
+#include "barrier.h"
 #include "test.h"
 
 #define MAXW 4
@@ -30,16 +31,8 @@ static char tmpdir[256];
 
 /* ---------------------------------------------------------------- ranks as threads */
 
-struct barrier {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    unsigned world, arrived;
-    unsigned long gen;
-    uint64_t acc, result;
-};
-
 struct rank {
-    struct barrier *b;
+    struct test_barrier *b;
     unsigned rank, world;
     struct accel_ckpt_saver *sv;
     const char *root, *local;
@@ -54,30 +47,7 @@ struct rank {
 static enum accel_err min_fn(void *ctx, uint64_t mine, uint64_t *min, struct accel_error *err)
 {
     struct rank *r = ctx;
-    struct barrier *b = r->b;
-    enum accel_err rc = ACCEL_OK;
-    struct timespec deadline;
-
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += 30;
-    pthread_mutex_lock(&b->mu);
-    if (mine < b->acc)
-        b->acc = mine;
-    if (++b->arrived == b->world) {
-        b->result = b->acc;
-        b->acc = UINT64_MAX;
-        b->arrived = 0;
-        b->gen++;
-        pthread_cond_broadcast(&b->cv);
-    } else {
-        unsigned long gen = b->gen;
-        while (b->gen == gen && rc == ACCEL_OK)
-            if (pthread_cond_timedwait(&b->cv, &b->mu, &deadline) == ETIMEDOUT && b->gen == gen)
-                rc = accel_error_set(err, ACCEL_ETIMEDOUT, "min: rank %u waited 30 s", r->rank);
-    }
-    *min = b->result;
-    pthread_mutex_unlock(&b->mu);
-    return rc;
+    return test_barrier_min(r->b, r->rank, mine, min, 30, err);
 }
 
 /* the model: tensor k has 1000 * (k + 1) + 7 elements, value i + step */
@@ -124,8 +94,7 @@ typedef void (*rank_fn)(struct rank *r);
  * local<r> under tmpdir when tmpl->local is set). */
 static void world_run(unsigned world, const struct rank *tmpl, rank_fn fn, struct rank *out)
 {
-    struct barrier b = {
-        PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, world, 0, 0, UINT64_MAX, 0};
+    struct test_barrier b = TEST_BARRIER_INIT(world);
     static char locals[MAXW][300];
     pthread_t th[MAXW];
 
