@@ -131,19 +131,66 @@ void ckpt__close_file(struct accel_ckpt *c, uint32_t f);
 enum accel_err ckpt__pread(struct accel_ckpt *c, uint32_t f, void *dst, uint64_t off, uint64_t len,
                            uint64_t sum, const char *tensor, struct accel_error *err);
 
+/* rankfile.c: rank file r of c (c->dir/c->f[r].name) read back: its size
+ * and header into c->f[r] (f->parsed), and the pieces it declares appended
+ * to c->t and c->p, one tensor record per piece (the commit merges the
+ * records of every rank's file).  The declaration must be of rank r, c's
+ * world size and c's step. */
+enum accel_err ckpt__read_declared(struct accel_ckpt *c, unsigned r, size_t *cap,
+                                   struct accel_error *err);
+
+/* Who wrote a rank file, when a saver did: its run (a random id the
+ * saver's ranks agree on when it opens; never 0) and the step that run
+ * went on from (the root's newest committed one when it opened or
+ * resumed).  saver.c commits a local copy only of the run that wrote the
+ * root's newest checkpoint, or of a run that went on from it. */
+struct ckpt__origin {
+    uint64_t run;
+    unsigned long base;
+};
+/* The origin header h records; false (and *org zeroed) when none. */
+bool ckpt__origin_of(const struct ckpt__st_header *h, struct ckpt__origin *org);
+
+/* A rank file checked as its bytes stream past, front to back, once:
+ * ckpt__check_open reads its header and declared pieces; ckpt__check_feed
+ * takes the file's bytes in order, any number at a time, and fails at the
+ * first piece whose XXH3 is not the declared one; ckpt__check_end fails
+ * unless the whole file went past. */
+struct ckpt__span {
+    uint64_t off, len, xxh3;
+    const char *name; /* c's */
+};
+struct ckpt__check {
+    struct accel_ckpt *c; /* the header and the declared pieces */
+    unsigned rank;
+    struct ckpt__span *span; /* by offset */
+    size_t n, k;             /* spans; the one being hashed */
+    uint64_t pos;            /* bytes fed */
+    XXH3_state_t *h;
+};
+enum accel_err ckpt__check_open(struct ckpt__check *v, const char *dir, unsigned long step,
+                                unsigned rank, unsigned world, struct accel_error *err);
+enum accel_err ckpt__check_feed(struct ckpt__check *v, const void *data, size_t n,
+                                struct accel_error *err);
+enum accel_err ckpt__check_end(struct ckpt__check *v, struct accel_error *err);
+const struct ckpt__st_header *ckpt__check_header(const struct ckpt__check *v);
+void ckpt__check_free(struct ckpt__check *v);
+
 /* save.c: the parts of a save.  The arguments' checks (all but o->agree);
  * the root made and checked (rank 0 warns about a world-writable one); the
  * step's directory made under it (path into dir); this rank's file written
  * there durably (its pieces as 1-D tensors, their global shapes, ranges and
  * checksums and o's metadata in __metadata__; the data written first, each
- * piece's XXH3 made as it goes out, the header last). */
+ * piece's XXH3 made as it goes out, the header last; a saver's origin
+ * recorded when org is not NULL). */
 enum accel_err ckpt__check_save(const struct accel_ckpt_save_opts *o,
                                 const struct accel_ckpt_piece *pc, size_t n,
                                 struct accel_error *err);
 enum accel_err ckpt__root_dir(const char *root, unsigned rank, struct accel_error *err);
 enum accel_err ckpt__step_dir(const char *root, unsigned long step, unsigned rank, char *dir,
                               size_t len, struct accel_error *err);
-enum accel_err ckpt__write_rank(const struct accel_ckpt_save_opts *o, const char *dir,
+enum accel_err ckpt__write_rank(const struct accel_ckpt_save_opts *o,
+                                const struct ckpt__origin *org, const char *dir,
                                 const struct accel_ckpt_piece *pc, size_t n,
                                 struct accel_error *err);
 

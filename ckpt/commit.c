@@ -20,114 +20,13 @@
 #include "accel/log.h"
 #include "ckpt_int.h"
 
-/* Rank r's declared pieces, appended to c (tensors may repeat across files:
- * merged by commit_model). */
-static enum accel_err read_declared(struct accel_ckpt *c, unsigned r, size_t *cap,
-                                    struct accel_error *err)
-{
-    struct ckpt__file *f = &c->f[r];
-    char path[4096];
-    struct stat st;
-    enum accel_err rc;
-    const char *json;
-    cJSON *doc = NULL;
-    const cJSON *ps;
-    uint64_t rank, world, step;
-    int fd;
-
-    if (!ckpt__path(path, sizeof path, c->dir, f->name))
-        return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", c->dir);
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return accel_error_sys(err, ACCEL_EIO, "couldn't open %s", path);
-    if (fstat(fd, &st) != 0) {
-        close(fd);
-        return accel_error_sys(err, ACCEL_EIO, "couldn't stat %s", path);
-    }
-    f->bytes = (uint64_t)st.st_size;
-    rc = ckpt__st_read(fd, f->bytes, ST_MAX_HEADER, path, &f->h, err);
-    close(fd);
-    if (rc != ACCEL_OK)
-        return rc;
-    json = ckpt__st_meta(&f->h, CK_META_PIECES);
-    doc = json ? ckpt__st_json_object(json, strlen(json)) : NULL;
-    ps = cJSON_GetObjectItemCaseSensitive(doc, "pieces");
-    if (!cJSON_IsObject(ps) ||
-        !ckpt__st_json_uint(cJSON_GetObjectItemCaseSensitive(doc, "rank"), &rank) ||
-        !ckpt__st_json_uint(cJSON_GetObjectItemCaseSensitive(doc, "world_size"), &world) ||
-        !ckpt__st_json_uint(cJSON_GetObjectItemCaseSensitive(doc, "step"), &step) || rank != r ||
-        world != c->world || step != c->step) {
-        rc = accel_error_set(err, ACCEL_EPARSE,
-                             "%s: __metadata__[\"%s\"] is missing, malformed, or from another "
-                             "rank, world size or step",
-                             path, CK_META_PIECES);
-        goto out;
-    }
-    for (const cJSON *e = ps->child; e; e = e->next) {
-        struct ckpt__tensor *t;
-        struct ckpt__piece *p;
-        const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
-        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
-
-        if (c->np == *cap) {
-            size_t ncap = *cap ? 2 * *cap : 64;
-            void *nt = accel_realloc(c->t, ncap * sizeof *c->t);
-            if (nt)
-                c->t = nt;
-            void *np = nt ? accel_realloc(c->p, ncap * sizeof *c->p) : NULL;
-            if (!np) {
-                rc = accel_error_set(err, ACCEL_ENOMEM, "checkpoint commit: out of memory");
-                goto out;
-            }
-            c->p = np;
-            *cap = ncap;
-        }
-        t = &c->t[c->nt];
-        p = &c->p[c->np];
-        memset(t, 0, sizeof *t);
-        memset(p, 0, sizeof *p);
-        t->first = c->np;
-        t->n = 1;
-        p->file = r;
-        if (!(t->t.name = accel_strdup(e->string))) {
-            rc = accel_error_set(err, ACCEL_ENOMEM, "checkpoint commit: out of memory");
-            goto out;
-        }
-        c->nt++;
-        c->np++;
-        if (!cJSON_IsString(dt) || !accel_dtype_from_st_name(dt->valuestring, &t->t.dtype) ||
-            !cJSON_IsArray(shape) || cJSON_GetArraySize(shape) > ACCEL_CKPT_MAX_DIMS ||
-            !ckpt__st_json_uint(cJSON_GetObjectItemCaseSensitive(e, "lo"), &p->lo) ||
-            !ckpt__st_json_uint(cJSON_GetObjectItemCaseSensitive(e, "hi"), &p->hi) ||
-            !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "xxh3")) ||
-            !ckpt__parse_hex64(cJSON_GetObjectItemCaseSensitive(e, "xxh3")->valuestring,
-                               &p->xxh3)) {
-            rc = accel_error_set(err, ACCEL_EPARSE, "%s: piece '%s' is malformed", path, e->string);
-            goto out;
-        }
-        for (const cJSON *d = shape->child; d; d = d->next)
-            if (!ckpt__st_json_uint(d, &t->t.shape[t->t.ndim++])) {
-                rc = accel_error_set(err, ACCEL_EPARSE, "%s: piece '%s': bad shape", path,
-                                     e->string);
-                goto out;
-            }
-    }
-out:
-    cJSON_Delete(doc);
-    if (rc == ACCEL_OK)
-        f->parsed = true; /* kept for ckpt__open_file's check: read once */
-    else
-        ckpt__st_header_free(&f->h);
-    return rc;
-}
-
 static int record_cmp(const void *a, const void *b)
 {
     return strcmp(((const struct ckpt__tensor *)a)->t.name,
                   ((const struct ckpt__tensor *)b)->t.name);
 }
 
-/* One tensor per name out of the records read_declared made (one per
+/* One tensor per name out of the records ckpt__read_declared made (one per
  * piece): the records of a name must agree on type and shape; their pieces
  * end up next to each other. */
 static enum accel_err merge_records(struct accel_ckpt *c, struct accel_error *err)
@@ -251,7 +150,9 @@ static unsigned long newest_committed(const char *root)
  * left (never the one being written: that is this process's, and done). */
 static void remove_latest_temps(const char *root)
 {
-    DIR *d = opendir(root);
+    /* opened as every directory here is (openat: the fault tests see the
+     * unlinkat through its descriptor) */
+    DIR *d = ckpt__opendir_nofollow(AT_FDCWD, root);
     struct dirent *e;
     const size_t n = strlen(CK_LATEST ".tmp.");
 
@@ -313,7 +214,7 @@ enum accel_err ckpt__commit(const struct accel_ckpt_save_opts *o, const char *di
     if (!c)
         return ACCEL_ENOMEM;
     for (unsigned r = 0; rc == ACCEL_OK && r < o->world; r++)
-        rc = read_declared(c, r, &cap, err);
+        rc = ckpt__read_declared(c, r, &cap, err);
     if (rc == ACCEL_OK)
         rc = merge_records(c, err);
     if (rc == ACCEL_OK && (c->nt > ACCEL_CKPT_MAX_TENSORS || c->np > ACCEL_CKPT_MAX_PIECES))

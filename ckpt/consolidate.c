@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -213,7 +214,7 @@ static bool hf_name(const char *name)
  * never other files (model-ema.safetensors stays). */
 static void remove_stale(const char *out, size_t nshards)
 {
-    DIR *d = opendir(out);
+    DIR *d = ckpt__opendir_nofollow(AT_FDCWD, out);
     struct dirent *e;
     char ours[64], part[80];
     size_t replaced = 0;

@@ -202,11 +202,16 @@ static void drop_local(struct accel_ckpt *c, uint32_t f, const struct accel_erro
 
 enum accel_err ckpt__open_file(struct accel_ckpt *c, uint32_t f, struct accel_error *err)
 {
+    /* whether open_checked may pick the local copy: known before it runs
+     * (it sets `local` itself) */
+    const bool may_local = c->local_dir && !c->f[f].no_local;
     struct accel_error e;
     enum accel_err rc;
 
     accel_error_clear(&e);
-    rc = open_checked(c, f, c->f[f].local ? &e : err);
+    rc = open_checked(c, f, may_local ? &e : err);
+    if (rc != ACCEL_OK && may_local && !c->f[f].local) /* failed before choosing it */
+        return accel_error_set(err, rc, "%s", e.msg);
     if (rc != ACCEL_OK && c->f[f].local) {
         drop_local(c, f, &e);
         rc = open_checked(c, f, err);
@@ -287,6 +292,7 @@ static enum accel_err pread_checked(struct accel_ckpt *c, uint32_t f, void *dst,
 enum accel_err ckpt__pread(struct accel_ckpt *c, uint32_t f, void *dst, uint64_t off, uint64_t len,
                            uint64_t sum, const char *tensor, struct accel_error *err)
 {
+    const struct ckpt__st_tensor *s;
     struct accel_error e;
     enum accel_err rc;
 
@@ -296,7 +302,15 @@ enum accel_err ckpt__pread(struct accel_ckpt *c, uint32_t f, void *dst, uint64_t
     rc = pread_checked(c, f, dst, off, len, sum, tensor, &e);
     if (rc == ACCEL_OK || rc == ACCEL_ENOMEM)
         return rc == ACCEL_OK ? rc : accel_error_set(err, rc, "%s", e.msg);
-    drop_local(c, f, &e); /* the root's copy, at the same offsets (the same header) */
+    drop_local(c, f, &e);
     rc = ckpt__open_file(c, f, err);
-    return rc == ACCEL_OK ? pread_checked(c, f, dst, off, len, sum, tensor, err) : rc;
+    if (rc != ACCEL_OK)
+        return rc;
+    /* the root's copy, at the offsets its own header gives (checked against
+     * the manifest: the piece's length is the same) */
+    s = ckpt__st_find(&c->f[f].h, tensor);
+    if (!s || s->end - s->begin != len)
+        return accel_error_set(err, ACCEL_EPARSE, "%s/%s: no tensor '%s' of %" PRIu64 " bytes",
+                               c->dir, c->f[f].name, tensor, len);
+    return pread_checked(c, f, dst, c->f[f].h.data_start + s->begin, len, sum, tensor, err);
 }

@@ -124,11 +124,12 @@ static bool flush_full(struct ckpt__out *o)
     o->off += o->fill;
     o->cur ^= 1;
     o->fill = 0;
-    if (pthread_create(&o->io, NULL, write_job, o) != 0) {
-        o->busy = -1;
-        if (!put(o, o->buf[o->cur ^ 1], o->busy_len, o->busy_off))
-            o->io_errno = errno ? errno : EIO;
-    }
+    if (pthread_create(&o->io, NULL, write_job, o) == 0)
+        return true; /* its failure is the next drain's to see (io_errno is
+                        the thread's until joined) */
+    o->busy = -1;
+    if (!put(o, o->buf[o->cur ^ 1], o->busy_len, o->busy_off))
+        o->io_errno = errno ? errno : EIO;
     return o->io_errno == 0;
 }
 

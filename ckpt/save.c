@@ -151,6 +151,7 @@ static cJSON *piece_json(const struct accel_ckpt_piece *p, uint64_t sum)
  * build: the hex digits are of fixed width, so both builds have the same
  * length) and the save's metadata; the data at a multiple of 4096. */
 static enum accel_err rank_header(const struct accel_ckpt_save_opts *o,
+                                  const struct ckpt__origin *org,
                                   const struct accel_ckpt_piece *pc, size_t n, const uint64_t *sums,
                                   struct ckpt__st_out *out, struct accel_ckpt_tensor *flat,
                                   size_t *seq, char **head, size_t *hlen, struct accel_error *err)
@@ -164,6 +165,13 @@ static enum accel_err rank_header(const struct accel_ckpt_save_opts *o,
         !cJSON_AddNumberToObject(doc, "world_size", o->world) ||
         !cJSON_AddNumberToObject(doc, "step", (double)o->step))
         goto out;
+    if (org) {
+        char hex[17];
+        snprintf(hex, sizeof hex, "%016" PRIx64, org->run);
+        if (!cJSON_AddStringToObject(doc, "run", hex) ||
+            !cJSON_AddNumberToObject(doc, "base", (double)org->base))
+            goto out;
+    }
     for (size_t i = 0; i < n; i++) {
         uint64_t bytes = (pc[i].hi - pc[i].lo) * accel_dtype_size(pc[i].t.dtype);
         cJSON *e = piece_json(&pc[i], sums[i]);
@@ -197,7 +205,8 @@ out:
  * into the cache, the copy into the writer's buffer reads them from it */
 #define HASH_CHUNK (256u << 10)
 
-enum accel_err ckpt__write_rank(const struct accel_ckpt_save_opts *o, const char *dir,
+enum accel_err ckpt__write_rank(const struct accel_ckpt_save_opts *o,
+                                const struct ckpt__origin *org, const char *dir,
                                 const struct accel_ckpt_piece *pc, size_t n,
                                 struct accel_error *err)
 {
@@ -216,7 +225,7 @@ enum accel_err ckpt__write_rank(const struct accel_ckpt_save_opts *o, const char
         goto out;
     }
     /* the header's length (checksums to come), so the data can go first */
-    rc = rank_header(o, pc, n, sums, out, flat, seq, &head, &hlen, err);
+    rc = rank_header(o, org, pc, n, sums, out, flat, seq, &head, &hlen, err);
     if (rc != ACCEL_OK)
         goto out;
     f.total = hlen;
@@ -242,7 +251,7 @@ enum accel_err ckpt__write_rank(const struct accel_ckpt_save_opts *o, const char
     }
     /* the header with the checksums, written last over the space left */
     if (rc == ACCEL_OK) {
-        rc = rank_header(o, pc, n, sums, out, flat, seq, &head2, &hlen2, err);
+        rc = rank_header(o, org, pc, n, sums, out, flat, seq, &head2, &hlen2, err);
         if (rc == ACCEL_OK && hlen2 != hlen)
             rc = accel_error_set(err, ACCEL_EINVAL, "checkpoint save: the header changed size");
         f.head = head2;
@@ -368,7 +377,7 @@ enum accel_err accel_ckpt_save(const struct accel_ckpt_save_opts *o,
         goto out;
     rc = ckpt__step_dir(o->root, o->step, o->rank, dir, sizeof dir, err);
     if (rc == ACCEL_OK)
-        rc = ckpt__write_rank(o, dir, pieces, npieces, err);
+        rc = ckpt__write_rank(o, NULL, dir, pieces, npieces, err);
     arc = o->agree(o->agree_ctx, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
     rc = ckpt__agreed(rc, arc, all, err,
                       "checkpoint step %lu: another rank failed to write its part; "

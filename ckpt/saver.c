@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,6 +67,8 @@ struct mem {
 
 struct accel_ckpt_saver {
     struct accel_ckpt_saver_opts o; /* root, local, owner owned */
+    char *local;                    /* the local tier: o.local/<the root's name>-<hash>; NULL: none */
+    struct ckpt__origin org;        /* recorded in every rank file this saver writes */
     struct accel_ckpt_mem mem;
     int lock; /* rank 0: the root's lock */
     pthread_t thread;
@@ -154,6 +157,29 @@ static struct accel_ckpt_save_opts save_opts(const struct accel_ckpt_saver *sv, 
                                          nmeta, sv->o.keep, NULL,       NULL};
 }
 
+/* The newest step under root whose step directory holds `file` (a
+ * committed checkpoint's manifest, or this rank's file), 0 when none. */
+static unsigned long newest_with(const char *root, const char *file)
+{
+    struct accel_ckpt_entry *e = NULL;
+    struct accel_error err;
+    unsigned long best = 0;
+    char dir[4096], path[4200];
+    size_t n = 0;
+
+    if (ckpt__list(root, false, &e, &n, &err) != ACCEL_OK)
+        return 0;
+    for (size_t i = n; i-- > 0 && !best;) {
+        struct stat st;
+        if (ckpt__path(dir, sizeof dir, root, e[i].name) &&
+            ckpt__path(path, sizeof path, dir, file) && lstat(path, &st) == 0 &&
+            S_ISREG(st.st_mode))
+            best = e[i].step;
+    }
+    accel_free(e);
+    return best;
+}
+
 /* ---------------------------------------------------------------- the copy up */
 
 /* Sleeps so that `done` bytes since t0 keep to `rate` bytes/s. */
@@ -214,42 +240,48 @@ out:
 }
 
 /* Copies this rank's file of `step` from the local tier to the root's step
- * directory durably, at copy_rate, and checks it: what was read locally,
- * what was written, and what reads back from the root all hash the same.
- * (What the local disk holds is checked by every read's piece checksums.) */
-static enum accel_err copy_up(struct accel_ckpt_saver *sv, unsigned long step,
+ * directory durably, at copy_rate, and checks both ends: every piece read
+ * from the local disk against the checksum its header declares (as the
+ * bytes stream past: the local file is read once), and the root's copy,
+ * read back, against what was written to it.  On failure *local_bad says
+ * whether the local copy was at fault (unreadable or damaged), rather than
+ * the root or this process. */
+static enum accel_err copy_up(struct accel_ckpt_saver *sv, unsigned long step, bool *local_bad,
                               struct accel_error *err)
 {
     char name[64], step_name[32], ldir[4096], from[4200], rdir[4096];
     struct ckpt__out f = {.fd = -1, .hashing = true};
-    XXH3_state_t *h = XXH3_createState();
+    struct ckpt__check v;
     struct timespec t0;
-    struct stat st;
-    uint64_t got = 0, wrote = 0, back = 0, done = 0;
+    uint64_t wrote = 0, back = 0, done = 0;
     void *buf = NULL;
     enum accel_err rc;
     int fd = -1;
 
+    memset(&v, 0, sizeof v);
+    *local_bad = false;
     ckpt__rank_name(name, sizeof name, sv->o.rank, sv->o.world);
     ckpt__step_name(step_name, sizeof step_name, step);
-    if (!h || posix_memalign(&buf, CK_DIRECT_ALIGN, CK_DIRECT_BUF) != 0) {
+    if (posix_memalign(&buf, CK_DIRECT_ALIGN, CK_DIRECT_BUF) != 0) {
         buf = NULL;
         rc = accel_error_set(err, ACCEL_ENOMEM, "checkpoint: out of memory");
         goto out;
     }
-    XXH3_64bits_reset(h);
-    if (!ckpt__path(ldir, sizeof ldir, sv->o.local, step_name) ||
+    if (!ckpt__path(ldir, sizeof ldir, sv->local, step_name) ||
         !ckpt__path(from, sizeof from, ldir, name)) {
-        rc = accel_error_set(err, ACCEL_EINVAL, "path too long: %s", sv->o.local);
+        rc = accel_error_set(err, ACCEL_EINVAL, "path too long: %s", sv->local);
         goto out;
     }
-    fd = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0 || fstat(fd, &st) != 0) {
+    /* the local side: its header and declared pieces, then its bytes */
+    rc = ckpt__check_open(&v, ldir, step, sv->o.rank, sv->o.world, err);
+    if (rc == ACCEL_OK && (fd = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
         rc = accel_error_sys(err, ACCEL_EIO, "couldn't open the local copy %s", from);
+    *local_bad = rc != ACCEL_OK && rc != ACCEL_ENOMEM;
+    if (rc != ACCEL_OK)
         goto out;
-    }
+    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     rc = ckpt__step_dir(sv->o.root, step, sv->o.rank, rdir, sizeof rdir, err);
-    f.total = (uint64_t)st.st_size;
+    f.total = v.c->f[sv->o.rank].bytes;
     if (rc == ACCEL_OK)
         rc = ckpt__out_open(&f, rdir, name, err);
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -259,23 +291,18 @@ static enum accel_err copy_up(struct accel_ckpt_saver *sv, unsigned long step,
             continue;
         if (n < 0)
             rc = accel_error_sys(err, ACCEL_EIO, "couldn't read the local copy %s", from);
-        if (n <= 0)
+        if (n > 0)
+            rc = ckpt__check_feed(&v, buf, (size_t)n, err);
+        *local_bad = rc != ACCEL_OK;
+        if (n <= 0 || rc != ACCEL_OK)
             break;
-        XXH3_64bits_update(h, buf, (size_t)n);
         rc = ckpt__out_write(&f, buf, (uint64_t)n, err);
         done += (uint64_t)n;
         pace(sv->o.copy_rate, &t0, done);
     }
-    if (rc == ACCEL_OK && done != (uint64_t)st.st_size)
-        rc = accel_error_set(err, ACCEL_EIO, "%s: %" PRIu64 " bytes read, %lld expected", from,
-                             done, (long long)st.st_size);
+    if (rc == ACCEL_OK && (rc = ckpt__check_end(&v, err)) != ACCEL_OK)
+        *local_bad = true;
     rc = ckpt__out_close(&f, rc, &wrote, err);
-    got = XXH3_64bits_digest(h);
-    if (rc == ACCEL_OK && got != wrote)
-        rc = accel_error_set(err, ACCEL_EIO,
-                             "%s: the copy read from %s is not what was written there (it "
-                             "changed on the local disk)",
-                             f.path, from);
     if (rc == ACCEL_OK)
         rc = read_back(f.path, buf, CK_DIRECT_BUF, &back, err);
     if (rc == ACCEL_OK && back != wrote)
@@ -287,7 +314,7 @@ out:
     if (fd >= 0)
         close(fd);
     free(buf); /* posix_memalign's */
-    XXH3_freeState(h);
+    ckpt__check_free(&v);
     return rc;
 }
 
@@ -295,8 +322,8 @@ out:
 
 static bool in_staging(const struct accel_ckpt_saver *sv, const struct accel_ckpt_piece *p);
 
-/* A deferred job's pieces into the copies buffer (reserved by start), then
- * the caller let go of its memory. */
+/* A deferred job's pieces into the copies buffer (reserved by start), so
+ * that the caller may let go of its memory (the writer says so). */
 static void stage(struct accel_ckpt_saver *sv, struct job *j)
 {
     size_t at = 0;
@@ -310,28 +337,26 @@ static void stage(struct accel_ckpt_saver *sv, struct job *j)
         p->data = (char *)sv->copies.p + at;
         at += bytes;
     }
-    pthread_mutex_lock(&sv->mu);
-    sv->staged = true;
-    pthread_cond_broadcast(&sv->cv);
-    pthread_mutex_unlock(&sv->mu);
 }
 
 static enum accel_err run_job(struct accel_ckpt_saver *sv, struct job *j, struct accel_error *err)
 {
-    const char *tier = sv->o.local ? sv->o.local : sv->o.root;
+    const char *tier = sv->local ? sv->local : sv->o.root;
     const struct accel_ckpt_save_opts so = save_opts(sv, tier, j->step, j->meta, j->nmeta);
     char dir[4096];
     enum accel_err rc;
+    bool local_bad;
 
-    stage(sv, j);
     rc = ckpt__step_dir(tier, j->step, sv->o.rank, dir, sizeof dir, err);
     if (rc == ACCEL_OK)
-        rc = ckpt__write_rank(&so, dir, j->p, j->n, err);
-    if (rc == ACCEL_OK && sv->o.local) {
-        if (accel_fsync_dir(dir) != ACCEL_OK) /* the local copy's rename: it is a record */
-            rc = accel_error_sys(err, ACCEL_EIO, "couldn't fsync %s", dir);
+        rc = ckpt__write_rank(&so, &sv->org, dir, j->p, j->n, err);
+    if (rc == ACCEL_OK && sv->local) {
+        /* the local copy is a record (a resume may commit it): its name in
+         * the step's directory, and the step's in the tier */
+        if (accel_fsync_dir(dir) != ACCEL_OK || accel_fsync_dir(sv->local) != ACCEL_OK)
+            rc = accel_error_sys(err, ACCEL_EIO, "couldn't fsync %s or %s", dir, sv->local);
         if (rc == ACCEL_OK)
-            rc = copy_up(sv, j->step, err);
+            rc = copy_up(sv, j->step, &local_bad, err);
     }
     return rc;
 }
@@ -361,6 +386,13 @@ static void *writer(void *arg)
 
         while (!sv->queued && !sv->tidy && !sv->quit)
             pthread_cond_wait(&sv->cv, &sv->mu);
+        if (sv->queued && !sv->staged) { /* first: training waits for it */
+            pthread_mutex_unlock(&sv->mu);
+            stage(sv, &sv->job);
+            pthread_mutex_lock(&sv->mu);
+            sv->staged = true;
+            pthread_cond_broadcast(&sv->cv);
+        }
         if (sv->tidy) { /* before the next save, in the order they came */
             unsigned long step = sv->tidy;
             pthread_mutex_unlock(&sv->mu);
@@ -417,28 +449,111 @@ static char *dup_or_null(const char *s, bool *ok)
     return d;
 }
 
+/* The local tier of root under local: a directory named after the root
+ * (its last component, at most 64 bytes of it, and the XXH3 of the whole
+ * name, trailing slashes aside), so that jobs of other roots that share
+ * the local directory never meet; NULL when out of memory. */
+static char *tier_path(const char *local, const char *root)
+{
+    size_t len = strlen(root), at;
+    char *path;
+
+    while (len > 1 && root[len - 1] == '/')
+        len--;
+    at = len;
+    while (at > 0 && root[at - 1] != '/')
+        at--;
+    path = accel_malloc(strlen(local) + 1 + 64 + 1 + 16 + 1);
+    if (path)
+        sprintf(path, "%s/%.*s-%016" PRIx64, local, (int)(len - at > 64 ? 64 : len - at),
+                root + at, (uint64_t)XXH3_64bits(root, len));
+    return path;
+}
+
+/* The local tier made: the directory given, then the tier in it, a
+ * directory of this user's own (not a link, not another's: the local
+ * directory may be one every user shares, as /tmp). */
+static enum accel_err make_tier(const struct accel_ckpt_saver *sv, struct accel_error *err)
+{
+    struct stat st;
+    enum accel_err rc = ckpt__root_dir(sv->o.local, 1, err);
+
+    if (rc != ACCEL_OK)
+        return rc;
+    if (mkdir(sv->local, 0700) != 0 && errno != EEXIST)
+        return accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO,
+                               "couldn't create the local tier %s", sv->local);
+    if (lstat(sv->local, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+        return accel_error_set(err, ACCEL_EPERM,
+                               "the local tier %s is not a directory of uid %u (a link, or "
+                               "another user's): remove it, or give another --ckpt-local",
+                               sv->local, (unsigned)geteuid());
+    return ACCEL_OK;
+}
+
+/* A random run id, never 0. */
+static uint64_t new_run_id(void)
+{
+    uint64_t id = 0;
+    struct timespec t;
+
+    if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id) {
+        clock_gettime(CLOCK_REALTIME, &t);
+        id = XXH3_64bits_withSeed(&t, sizeof t, (uint64_t)getpid());
+    }
+    return id ? id : 1;
+}
+
+/* A rank that cannot open its saver still takes its part in the opening's
+ * one agreement, so that the others fail with it rather than wait. */
+static void open_failed(const struct accel_ckpt_saver_opts *o)
+{
+    struct accel_error e;
+    uint64_t m;
+
+    (void)o->min(o->min_ctx, 0, &m, &e);
+}
+
+static void saver_free(struct accel_ckpt_saver *sv)
+{
+    accel_free((char *)sv->o.root);
+    accel_free((char *)sv->o.local);
+    accel_free((char *)sv->o.owner);
+    accel_free(sv->local);
+    accel_free(sv);
+}
+
 enum accel_err accel_ckpt_saver_open(struct accel_ckpt_saver **out,
                                      const struct accel_ckpt_saver_opts *o, struct accel_error *err)
 {
     struct accel_ckpt_saver *sv;
     enum accel_err rc = ACCEL_OK, arc;
+    uint64_t v = 0;
     bool ok = true, all = false;
 
     *out = NULL;
-    if (!o || !o->min || !o->root || !*o->root || (o->local && !*o->local) || o->world < 1 ||
-        o->world > ACCEL_CKPT_MAX_WORLD || o->rank >= o->world)
+    if (!o || !o->min)
+        return accel_error_set(err, ACCEL_EINVAL, "checkpoint saver: needs a min function");
+    if (!o->root || !*o->root || (o->local && !*o->local) || o->world < 1 ||
+        o->world > ACCEL_CKPT_MAX_WORLD || o->rank >= o->world) {
+        open_failed(o);
         return accel_error_set(err, ACCEL_EINVAL,
                                "checkpoint saver: needs a root, a min function and rank < world "
                                "<= %d",
                                ACCEL_CKPT_MAX_WORLD);
+    }
     sv = accel_calloc(1, sizeof *sv);
-    if (!sv)
+    if (!sv) {
+        open_failed(o);
         return accel_error_set(err, ACCEL_ENOMEM, "checkpoint saver: out of memory");
+    }
     sv->o = *o;
     sv->o.root = dup_or_null(o->root, &ok);
     sv->o.local = dup_or_null(o->local, &ok);
     sv->o.owner = dup_or_null(o->owner, &ok);
     sv->o.mem = NULL;
+    if (o->local && ok && !(sv->local = tier_path(o->local, o->root)))
+        ok = false;
     if (o->mem)
         sv->mem = *o->mem;
     if (sv->o.keep_local == 0)
@@ -451,17 +566,15 @@ enum accel_err accel_ckpt_saver_open(struct accel_ckpt_saver **out,
         rc = accel_error_set(err, ACCEL_ENOMEM, "checkpoint saver: out of memory");
     }
     if (rc != ACCEL_OK) {
-        accel_free((char *)sv->o.root);
-        accel_free((char *)sv->o.local);
-        accel_free((char *)sv->o.owner);
-        accel_free(sv);
+        open_failed(o);
+        saver_free(sv);
         return rc;
     }
     /* the root and its lock (rank 0), each rank's local tier, the writer */
     if (o->rank == 0 && (rc = ckpt__root_dir(sv->o.root, 0, err)) == ACCEL_OK)
         rc = ckpt__lock_take(sv->o.root, sv->o.owner, &sv->lock, err);
-    if (rc == ACCEL_OK && sv->o.local)
-        rc = ckpt__root_dir(sv->o.local, 1, err);
+    if (rc == ACCEL_OK && sv->local)
+        rc = make_tier(sv, err);
     if (rc == ACCEL_OK) {
         if (pthread_create(&sv->thread, NULL, writer, sv) != 0)
             rc = accel_error_sys(err, ACCEL_ENOMEM, "checkpoint saver: couldn't start its writer");
@@ -473,6 +586,13 @@ enum accel_err accel_ckpt_saver_open(struct accel_ckpt_saver **out,
                       "checkpoint saver: another rank could not open its saver of %s (rank "
                       "0 takes the root's lock; their logs say why); nothing was written",
                       sv->o.root);
+    /* the run's origin, rank 0's on every rank (the lock is held: the
+     * root's newest checkpoint stays what it is unless this run commits) */
+    if (rc == ACCEL_OK)
+        rc = from_rank0(sv, sv->o.rank == 0 ? new_run_id() : 0, &sv->org.run, err);
+    if (rc == ACCEL_OK)
+        rc = from_rank0(sv, sv->o.rank == 0 ? newest_with(sv->o.root, CK_MANIFEST) : 0, &v, err);
+    sv->org.base = (unsigned long)v;
     if (rc != ACCEL_OK) {
         accel_ckpt_saver_close(sv);
         return rc;
@@ -498,10 +618,7 @@ void accel_ckpt_saver_close(struct accel_ckpt_saver *sv)
     ckpt__lock_drop(sv->lock);
     pthread_cond_destroy(&sv->cv);
     pthread_mutex_destroy(&sv->mu);
-    accel_free((char *)sv->o.root);
-    accel_free((char *)sv->o.local);
-    accel_free((char *)sv->o.owner);
-    accel_free(sv);
+    saver_free(sv);
 }
 
 /* ---------------------------------------------------------------- saving */
@@ -553,6 +670,10 @@ static enum accel_err make_job(struct accel_ckpt_saver *sv, const struct accel_c
     size_t need = 0, at = 0;
     enum accel_err rc = ckpt__check_save(&so, q->pieces, q->npieces, err);
 
+    if (rc == ACCEL_OK && q->step == 0)
+        rc = accel_error_set(err, ACCEL_EINVAL,
+                             "checkpoint: a saver's steps start at 1 (a resume's step 0 means "
+                             "none)");
     if (rc != ACCEL_OK)
         return rc;
     for (size_t i = 0; i < q->npieces && how != STAGE_NONE; i++)
@@ -598,22 +719,38 @@ nomem:
                            q->step);
 }
 
+/* The save in flight, if any, finished (a blocking poll: collective, every
+ * rank has the same one in flight) before save `step` begins. */
+static enum accel_err finish_busy(struct accel_ckpt_saver *sv, unsigned long step,
+                                  struct accel_error *err)
+{
+    unsigned long done;
+    enum accel_err rc;
+
+    if (state_of(sv, false) == W_IDLE)
+        return ACCEL_OK;
+    rc = accel_ckpt_saver_poll(sv, true, &done, err);
+    if (rc == ACCEL_OK && state_of(sv, false) != W_IDLE) /* a rank polled alone */
+        rc = accel_error_set(err, ACCEL_EBUSY,
+                             "checkpoint step %lu: step %lu is still being saved elsewhere "
+                             "(every rank polls and starts at the same points)",
+                             step, sv->job.step);
+    return rc;
+}
+
 static enum accel_err start(struct accel_ckpt_saver *sv, const struct accel_ckpt_save_req *q,
                             enum staging how, enum accel_ckpt_busy busy, struct accel_error *err)
 {
     struct accel_error e;
     enum accel_err rc;
 
-    if (state_of(sv, false) != W_IDLE) {
-        unsigned long done;
-        if (busy == ACCEL_CKPT_REFUSE)
-            return accel_error_set(err, ACCEL_EBUSY,
-                                   "checkpoint step %lu: step %lu is still being saved", q->step,
-                                   sv->job.step);
-        rc = accel_ckpt_saver_poll(sv, true, &done, err);
-        if (rc != ACCEL_OK)
-            return rc;
-    }
+    if (busy == ACCEL_CKPT_REFUSE && state_of(sv, false) != W_IDLE)
+        return accel_error_set(err, ACCEL_EBUSY,
+                               "checkpoint step %lu: step %lu is still being saved", q->step,
+                               sv->job.step);
+    rc = finish_busy(sv, q->step, err);
+    if (rc != ACCEL_OK)
+        return rc;
     /* a problem of this rank's is the save's: the poll that ends it says it
      * on every rank */
     accel_error_clear(&e);
@@ -649,18 +786,24 @@ void accel_ckpt_saver_wait_staged(struct accel_ckpt_saver *sv)
     pthread_mutex_unlock(&sv->mu);
 }
 
-void accel_ckpt_saver_fail(struct accel_ckpt_saver *sv, unsigned long step,
-                           const struct accel_error *why)
+enum accel_err accel_ckpt_saver_fail(struct accel_ckpt_saver *sv, unsigned long step,
+                                     const struct accel_error *why, struct accel_error *err)
 {
+    /* a save in flight is finished first, as start does (ACCEL_CKPT_WAIT) */
+    enum accel_err rc = finish_busy(sv, step, err);
+
+    if (rc != ACCEL_OK)
+        return rc;
     pthread_mutex_lock(&sv->mu);
-    if (sv->state == W_IDLE) {
-        sv->job.step = step;
+    sv->job.step = step;
+    if (why && why->code != ACCEL_OK)
         sv->werr = *why;
-        if (sv->werr.code == ACCEL_OK)
-            sv->werr.code = ACCEL_EIO;
-        sv->state = W_FAILED;
-    }
+    else
+        accel_error_set(&sv->werr, ACCEL_EIO,
+                        "checkpoint step %lu: this rank could not gather its pieces", step);
+    sv->state = W_FAILED;
     pthread_mutex_unlock(&sv->mu);
+    return ACCEL_OK;
 }
 
 /* Removes the local tier's steps older than step but the keep_local - 1
@@ -673,7 +816,7 @@ static void trim_local(struct accel_ckpt_saver *sv, unsigned long step, bool pas
     char path[4096];
     size_t n = 0, kept = 1;
 
-    if (!sv->o.local || ckpt__list(sv->o.local, false, &e, &n, &err) != ACCEL_OK)
+    if (!sv->local || ckpt__list(sv->local, false, &e, &n, &err) != ACCEL_OK)
         return;
     for (size_t i = n; i-- > 0;) {
         if (e[i].step == step || (e[i].step > step && !past))
@@ -684,8 +827,8 @@ static void trim_local(struct accel_ckpt_saver *sv, unsigned long step, bool pas
         }
         /* the ranks of a node share its local tier: another may be removing
          * the same directory, and only one that stays is worth a word */
-        if (ckpt__remove_dir(sv->o.local, e[i].name, &err) != ACCEL_OK &&
-            ckpt__path(path, sizeof path, sv->o.local, e[i].name) && access(path, F_OK) == 0)
+        if (ckpt__remove_dir(sv->local, e[i].name, &err) != ACCEL_OK &&
+            ckpt__path(path, sizeof path, sv->local, e[i].name) && access(path, F_OK) == 0)
             accel_log(ACCEL_LOG_WARN, "checkpoint: local tier: %s", err.msg);
     }
     accel_free(e);
@@ -771,28 +914,6 @@ enum accel_err accel_ckpt_saver_save(struct accel_ckpt_saver *sv,
 
 /* ---------------------------------------------------------------- resuming */
 
-/* The newest step under root whose step directory holds `file` (a
- * committed checkpoint's manifest, or this rank's file), 0 when none. */
-static unsigned long newest_with(const char *root, const char *file)
-{
-    struct accel_ckpt_entry *e = NULL;
-    struct accel_error err;
-    unsigned long best = 0;
-    char dir[4096], path[4200];
-    size_t n = 0;
-
-    if (ckpt__list(root, false, &e, &n, &err) != ACCEL_OK)
-        return 0;
-    for (size_t i = n; i-- > 0 && !best;) {
-        struct stat st;
-        if (ckpt__path(dir, sizeof dir, root, e[i].name) &&
-            ckpt__path(path, sizeof path, dir, file) && lstat(path, &st) == 0 &&
-            S_ISREG(st.st_mode))
-            best = e[i].step;
-    }
-    accel_free(e);
-    return best;
-}
 
 /* The save's metadata as this rank's local file of `step` recorded it
  * (rank 0 commits with it), into a new array of *n pairs. */
@@ -812,9 +933,9 @@ static enum accel_err local_meta(struct accel_ckpt_saver *sv, unsigned long step
     memset(&h, 0, sizeof h);
     ckpt__rank_name(name, sizeof name, sv->o.rank, sv->o.world);
     ckpt__step_name(step_name, sizeof step_name, step);
-    if (!ckpt__path(dir, sizeof dir, sv->o.local, step_name) ||
+    if (!ckpt__path(dir, sizeof dir, sv->local, step_name) ||
         !ckpt__path(path, sizeof path, dir, name))
-        return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", sv->o.local);
+        return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", sv->local);
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0 || fstat(fd, &st) != 0) {
         if (fd >= 0)
@@ -858,35 +979,110 @@ static void kv_free(struct accel_ckpt_kv *kv, size_t n)
     accel_free(kv);
 }
 
-/* Every rank's local copy of `step` copied up, then committed in the root. */
-static enum accel_err commit_local(struct accel_ckpt_saver *sv, unsigned long step,
+/* Every rank's local copy of `step` copied up, then committed in the root.
+ * On failure *fallback says whether a local copy somewhere was at fault
+ * (the resume goes on from the root's newest) rather than the root (the
+ * resume fails, the local copies kept for another try). */
+static enum accel_err commit_local(struct accel_ckpt_saver *sv, unsigned long step, bool *fallback,
                                    struct accel_error *err)
 {
     struct accel_ckpt_kv *meta = NULL;
     size_t nmeta = 0;
+    uint64_t least = 0;
     enum accel_err rc, arc;
-    bool all = false;
+    bool local_bad = false;
 
-    rc = copy_up(sv, step, err);
-    if (rc == ACCEL_OK && sv->o.rank == 0)
-        rc = local_meta(sv, step, &meta, &nmeta, err);
-    arc = agree(sv, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
-    rc = ckpt__agreed(rc, arc, all, err,
-                      "checkpoint step %lu: another rank could not copy its local file up "
-                      "(its log says why)",
-                      step);
+    *fallback = false;
+    rc = copy_up(sv, step, &local_bad, err);
+    if (rc == ACCEL_OK && sv->o.rank == 0 &&
+        (rc = local_meta(sv, step, &meta, &nmeta, err)) != ACCEL_OK)
+        local_bad = rc != ACCEL_ENOMEM;
+    /* every rank's outcome, the least decides: 0 a local copy at fault,
+     * 1 another failure, 2 copied */
+    arc = sv->o.min(sv->o.min_ctx, rc == ACCEL_OK ? 2 : local_bad ? 0 : 1, &least,
+                    rc == ACCEL_OK ? err : NULL);
+    if (rc == ACCEL_OK && arc != ACCEL_OK)
+        rc = arc;
+    else if (rc == ACCEL_OK && least < 2)
+        rc = accel_error_set(err, ACCEL_EPEER,
+                             "checkpoint step %lu: another rank could not copy its local file "
+                             "to the root (its log says why)",
+                             step);
+    *fallback = arc == ACCEL_OK && least == 0;
     if (rc == ACCEL_OK)
         rc = commit_step(sv, step, meta, nmeta, err);
     kv_free(meta, nmeta);
     return rc;
 }
 
+/* The origin of the root's committed `step` (as its rank 0 file records
+ * it): zero when none (a save without a saver) or unreadable. */
+static struct ckpt__origin root_origin(const char *root, unsigned long step)
+{
+    struct ckpt__origin org = {0, 0};
+    struct ckpt__st_header h;
+    struct accel_ckpt *c = NULL;
+    struct accel_error e;
+    char name[32], dir[4096], path[4200];
+    struct stat st;
+    int fd = -1;
+
+    memset(&h, 0, sizeof h);
+    ckpt__step_name(name, sizeof name, step);
+    if (step && ckpt__path(dir, sizeof dir, root, name) && ckpt__load(&c, dir, &e) == ACCEL_OK &&
+        c->nf > 0 && ckpt__path(path, sizeof path, dir, c->f[0].name) &&
+        (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) >= 0 && fstat(fd, &st) == 0 &&
+        ckpt__st_read(fd, (uint64_t)st.st_size, ST_MAX_HEADER, path, &h, &e) == ACCEL_OK)
+        (void)ckpt__origin_of(&h, &org);
+    if (fd >= 0)
+        close(fd);
+    ckpt__st_header_free(&h);
+    accel_ckpt_close(c);
+    return org;
+}
+
+/* The run of this rank's local copy of `step` (0: unusable, the reason
+ * logged): its header whole and of this rank, world and step, written by
+ * the run that wrote the root's newest checkpoint `shared` (whose origin's
+ * run is shared_run) or by a run that went on from that one. */
+static uint64_t usable_run(struct accel_ckpt_saver *sv, unsigned long step, unsigned long shared,
+                           uint64_t shared_run)
+{
+    char step_name[32], dir[4096];
+    struct ckpt__origin org = {0, 0};
+    struct ckpt__check v;
+    struct accel_error e;
+    uint64_t run = 0;
+
+    memset(&v, 0, sizeof v);
+    accel_error_clear(&e);
+    ckpt__step_name(step_name, sizeof step_name, step);
+    if (!ckpt__path(dir, sizeof dir, sv->local, step_name))
+        accel_error_set(&e, ACCEL_EINVAL, "path too long: %s", sv->local);
+    else if (ckpt__check_open(&v, dir, step, sv->o.rank, sv->o.world, &e) != ACCEL_OK)
+        ;
+    else if (!ckpt__origin_of(ckpt__check_header(&v), &org))
+        accel_error_set(&e, ACCEL_EPARSE, "%s/%s records no saver's run", dir,
+                        v.c->f[sv->o.rank].name);
+    else if (org.run != shared_run && org.base != shared)
+        accel_error_set(&e, ACCEL_EINVAL,
+                        "%s/%s was written by a run that went on from step %lu, and %s has "
+                        "step %lu from another run since",
+                        dir, v.c->f[sv->o.rank].name, org.base, sv->o.root, shared);
+    else
+        run = org.run;
+    if (!run)
+        accel_log(ACCEL_LOG_WARN, "checkpoint: rank %u: local step %lu not committed: %s",
+                  sv->o.rank, step, e.msg);
+    ckpt__check_free(&v);
+    return run;
+}
+
 enum accel_err accel_ckpt_saver_resume(struct accel_ckpt_saver *sv, unsigned long *step,
                                        struct accel_error *err)
 {
     char name[64];
-    uint64_t shared = 0, local = 0, all_have = 0;
-    unsigned long mine = 0;
+    uint64_t shared = 0, local = 0, shared_run = 0, lo = 0, hi_inv = 0, run = 0;
     bool all_trimmed = false;
     enum accel_err rc;
 
@@ -895,38 +1091,55 @@ enum accel_err accel_ckpt_saver_resume(struct accel_ckpt_saver *sv, unsigned lon
     rc = from_rank0(sv, sv->o.rank == 0 ? newest_with(sv->o.root, CK_MANIFEST) : 0, &shared, err);
     if (rc != ACCEL_OK)
         return rc;
-    if (sv->o.local) {
+    if (sv->local) {
         ckpt__rank_name(name, sizeof name, sv->o.rank, sv->o.world);
-        mine = newest_with(sv->o.local, name);
-        rc = sv->o.min(sv->o.min_ctx, mine, &local, err);
-        if (rc == ACCEL_OK && local > shared) {
-            char step_name[32], dir[4096], path[4200];
-            struct stat st;
-            bool have;
-            ckpt__step_name(step_name, sizeof step_name, (unsigned long)local);
-            have = ckpt__path(dir, sizeof dir, sv->o.local, step_name) &&
-                   ckpt__path(path, sizeof path, dir, name) && lstat(path, &st) == 0 &&
-                   S_ISREG(st.st_mode);
-            rc = sv->o.min(sv->o.min_ctx, have ? 1 : 0, &all_have, err);
-        }
+        rc = sv->o.min(sv->o.min_ctx, newest_with(sv->local, name), &local, err);
+        /* a newer step every rank has, of one run, that went on from the
+         * root's newest: its run agreed as the least of run and of ~run */
+        if (rc == ACCEL_OK && local > shared)
+            rc = from_rank0(sv, sv->o.rank == 0 ? root_origin(sv->o.root, shared).run : 0,
+                            &shared_run, err);
+        if (rc == ACCEL_OK && local > shared)
+            run = usable_run(sv, (unsigned long)local, (unsigned long)shared, shared_run);
+        if (rc == ACCEL_OK && local > shared)
+            rc = sv->o.min(sv->o.min_ctx, run, &lo, err);
+        if (rc == ACCEL_OK && local > shared)
+            rc = sv->o.min(sv->o.min_ctx, run ? ~run : 0, &hi_inv, err);
         if (rc != ACCEL_OK)
             return rc;
-        if (local > shared && all_have == 1) {
+        if (local > shared && lo != 0 && lo == ~hi_inv) {
             struct accel_error e;
+            bool fallback = false;
             accel_error_clear(&e);
-            if (commit_local(sv, (unsigned long)local, &e) == ACCEL_OK) {
+            rc = commit_local(sv, (unsigned long)local, &fallback, &e);
+            if (rc == ACCEL_OK) {
                 if (sv->o.rank == 0)
                     accel_log(ACCEL_LOG_INFO,
                               "checkpoint: step %lu was in every rank's local tier, not yet in "
                               "%s: committed there from the local copies",
                               (unsigned long)local, sv->o.root);
                 shared = local;
-            } else {
+            } else if (fallback) {
                 accel_log(ACCEL_LOG_WARN,
-                          "checkpoint: step %lu of the local tier could not be committed in %s "
-                          "(%s): resuming from step %lu",
-                          (unsigned long)local, sv->o.root, e.msg, (unsigned long)shared);
+                          "checkpoint: a local copy of step %lu is damaged (%s): resuming from "
+                          "step %lu",
+                          (unsigned long)local, e.msg, (unsigned long)shared);
+            } else {
+                return accel_error_set(err, rc,
+                                       "checkpoint: step %lu is in every rank's local tier but "
+                                       "could not be committed in %s: %s; the local copies are "
+                                       "kept for the next try (removing step %lu from the local "
+                                       "tiers resumes from step %lu instead)",
+                                       (unsigned long)local, sv->o.root, e.msg,
+                                       (unsigned long)local, (unsigned long)shared);
             }
+        } else if (local > shared && sv->o.rank == 0) {
+            accel_log(ACCEL_LOG_INFO,
+                      "checkpoint: local step %lu is not committed in %s (not every rank has a "
+                      "whole copy of it from one run that went on from step %lu; their logs "
+                      "say why): resuming from step %lu",
+                      (unsigned long)local, sv->o.root, (unsigned long)shared,
+                      (unsigned long)shared);
         }
         trim_local(sv, (unsigned long)shared, true);
         /* the ranks of a node share its tier: none saves (a step past the
@@ -935,6 +1148,7 @@ enum accel_err accel_ckpt_saver_resume(struct accel_ckpt_saver *sv, unsigned lon
         if (rc != ACCEL_OK)
             return rc;
     }
+    sv->org.base = (unsigned long)shared; /* this run goes on from it */
     *step = (unsigned long)shared;
     return ACCEL_OK;
 }
@@ -948,10 +1162,10 @@ enum accel_err accel_ckpt_saver_open_step(struct accel_ckpt_saver *sv, unsigned 
     *c = NULL;
     ckpt__step_name(name, sizeof name, step);
     if (!ckpt__path(dir, sizeof dir, sv->o.root, name) ||
-        (sv->o.local && !ckpt__path(local, sizeof local, sv->o.local, name)))
+        (sv->local && !ckpt__path(local, sizeof local, sv->local, name)))
         return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", sv->o.root);
     rc = accel_ckpt_open(c, dir, err);
-    if (rc == ACCEL_OK && sv->o.local && !((*c)->local_dir = accel_strdup(local))) {
+    if (rc == ACCEL_OK && sv->local && !((*c)->local_dir = accel_strdup(local))) {
         accel_ckpt_close(*c);
         *c = NULL;
         rc = accel_error_set(err, ACCEL_ENOMEM, "checkpoint: out of memory");

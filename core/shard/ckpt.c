@@ -343,7 +343,7 @@ static enum accel_err through_saver(struct accel_shard *s, unsigned long step,
 
     if (!s->saver)
         return accel_error_set(err, ACCEL_EINVAL, "shard: save: no saver (accel_shard_ckpt_open)");
-    rc = save_meta(s, meta, nmeta, &m, err);
+    rc = save_meta(s, meta, nmeta, &m, err); /* the same on every rank */
     if (rc != ACCEL_OK)
         return rc;
     /* the staging memory is the save's in flight: that one first (or no) */
@@ -366,8 +366,10 @@ static enum accel_err through_saver(struct accel_shard *s, unsigned long step,
         rc = sync ? accel_ckpt_saver_save(s->saver, &q, err)
                   : accel_ckpt_saver_start(s->saver, &q, busy, err);
     } else { /* the others started it: the poll fails it everywhere */
-        accel_ckpt_saver_fail(s->saver, step, err);
-        rc = sync ? accel_ckpt_saver_poll(s->saver, true, &done, err) : ACCEL_OK;
+        struct accel_error why = err ? *err : (struct accel_error){0};
+        rc = accel_ckpt_saver_fail(s->saver, step, &why, err);
+        if (rc == ACCEL_OK)
+            rc = sync ? accel_ckpt_saver_poll(s->saver, true, &done, err) : ACCEL_OK;
     }
     saved_free(&v);
     return rc;

@@ -17,8 +17,10 @@
  *                                       hold it that long, then close
  *
  * Prints "rank R: resumed S", "rank R: verified S", "rank R: committed STEP"
- * or "rank R: error: ..." (exit 1 setup, 2 usage, 3 a wrong value, 4 a
- * failed save, 5 a failed resume).  Test code, not part of accelrun.
+ * (rank 0 then checks the root's own copy of each, not a local tier's:
+ * "rank 0: verified S in the root") or "rank R: error: ..." (exit 1 setup,
+ * 2 usage, 3 a wrong value, 4 a failed save, 5 a failed resume).  Test
+ * code, not part of accelrun.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -73,6 +75,56 @@ static int die(unsigned rank, int code, const char *what, const struct accel_err
     printf("rank %u: error: %s: %s\n", rank, what, err ? err->msg : "");
     fflush(stdout);
     return code;
+}
+
+/* Elements [lo[k], hi[k]) of every tensor of ck read into t[k] and
+ * compared with step's values: 0, or die's code. */
+static int check(struct accel_ckpt *ck, unsigned rank, unsigned long step, const size_t *lo,
+                 const size_t *hi, float *const *t)
+{
+    struct accel_error err;
+
+    for (unsigned k = 0; k < NT; k++) {
+        if (accel_ckpt_read(ck, names[k], ACCEL_F32, lo[k], hi[k], t[k], &err) != ACCEL_OK)
+            return die(rank, 5, "read", &err);
+        for (size_t i = lo[k]; i < hi[k]; i++)
+            if (t[k][i - lo[k]] != value(k, i, step)) {
+                printf("rank %u: error: %s[%zu] = %g, step %lu wrote %g\n", rank, names[k], i,
+                       (double)t[k][i - lo[k]], step, (double)value(k, i, step));
+                return 3;
+            }
+    }
+    return 0;
+}
+
+/* Rank 0: the root's own copy of `step` (not a local tier's), every file
+ * verified and every tensor whole compared. */
+static int check_root(const char *root, unsigned long step)
+{
+    char dir[4200];
+    struct accel_ckpt *ck = NULL;
+    struct accel_error err;
+    size_t lo[NT], hi[NT];
+    float *t[NT] = {NULL};
+    int rc = 0;
+
+    snprintf(dir, sizeof dir, "%s/step-%08lu", root, step);
+    if (accel_ckpt_open(&ck, dir, &err) != ACCEL_OK || accel_ckpt_verify(ck, &err) != ACCEL_OK)
+        rc = die(0, 3, "the root's copy", &err);
+    for (unsigned k = 0; rc == 0 && k < NT; k++) {
+        lo[k] = 0;
+        hi[k] = numel(k);
+        if (!(t[k] = malloc(numel(k) * sizeof(float))))
+            rc = die(0, 1, "memory", NULL);
+    }
+    if (rc == 0)
+        rc = check(ck, 0, step, lo, hi, t);
+    if (rc == 0)
+        printf("rank 0: verified %lu in the root\n", step);
+    for (unsigned k = 0; k < NT; k++)
+        free(t[k]);
+    accel_ckpt_close(ck);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -145,20 +197,15 @@ int main(int argc, char **argv)
     }
     if (resumed) {
         struct accel_ckpt *ck = NULL;
+        int bad;
         if (accel_ckpt_saver_open_step(sv, resumed, &ck, &err) != ACCEL_OK)
             return die(rank, 5, "open the step resumed", &err);
-        for (unsigned k = 0; k < NT; k++) {
-            if (accel_ckpt_read(ck, names[k], ACCEL_F32, lo[k], hi[k], t[k], &err) != ACCEL_OK)
-                return die(rank, 5, "read", &err);
-            for (size_t i = lo[k]; i < hi[k]; i++)
-                if (t[k][i - lo[k]] != value(k, i, resumed)) {
-                    printf("rank %u: error: %s[%zu] = %g, step %lu wrote %g\n", rank, names[k], i,
-                           (double)t[k][i - lo[k]], resumed, (double)value(k, i, resumed));
-                    return 3;
-                }
-        }
+        if ((bad = check(ck, rank, resumed, lo, hi, t)) != 0)
+            return bad;
         accel_ckpt_close(ck);
         printf("rank %u: verified %lu\n", rank, resumed);
+        if (rank == 0 && (bad = check_root(argv[1], resumed)) != 0)
+            return bad;
     }
     for (unsigned k = 0; k < NT; k++) {
         for (size_t i = lo[k]; i < hi[k]; i++)
@@ -181,6 +228,8 @@ int main(int argc, char **argv)
     }
     printf("rank %u: committed %lu\n", rank, committed);
     fflush(stdout);
+    if (rank == 0 && check_root(argv[1], committed) != 0)
+        return 3;
     accel_ckpt_saver_close(sv);
     accel_comm_free(c.comm);
     accel_bootstrap_free(&boot);

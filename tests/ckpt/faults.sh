@@ -21,6 +21,12 @@
 #                 refused, naming the first; once it is gone, it saves
 #   node lost     rank 1 killed while copying its local file up, its node's
 #                 local tier gone: the resume takes the root's step 2
+#   resume        a run dies with step 3 in the local tiers only; the next,
+#                 which commits it from them, is killed at each of its calls:
+#                 the run after resumes step 3 or newer, never step 2
+#
+# Every step resumed or committed is checked bit for bit through the saver
+# (a local copy first) and, by rank 0, in the root's own copy.
 #
 # usage: bash tests/ckpt/faults.sh [BUILD]      TAP lines, then
 #        "ckpt-faults: N passed, N failed, N skipped"
@@ -67,11 +73,26 @@ resumed() {
     [ -n "$s0" ] && [ "$s0" = "$s1" ] || return 0
     if [ "$s0" != 0 ]; then
         v=$(grep -c "rank [01]: verified $s0\$" "$1")
-        [ "$v" = 2 ] || return 0
+        [ "$v" = 2 ] && grep -q "rank 0: verified $s0 in the root\$" "$1" || return 0
     fi
     echo "$s0"
 }
-committed() { [ "$(grep -c "rank [01]: committed $2\$" "$1")" = 2 ]; }
+# committed OUT STEP: both ranks committed STEP, the root's copy verified
+committed() {
+    [ "$(grep -c "rank [01]: committed $2\$" "$1")" = 2 ] &&
+        grep -q "rank 0: verified $2 in the root\$" "$1"
+}
+# newest ROOT: the newest step with a manifest in ROOT (0: none)
+newest() {
+    local m n=0
+    for m in "$1"/step-*/manifest.json; do
+        [ -e "$m" ] || continue
+        m=${m%/manifest.json}
+        m=${m##*/step-}
+        n=$((10#$m))
+    done
+    echo "$n"
+}
 
 # base DIR LOCAL: steps 1 and 2 committed in DIR/root (with LOCAL's tier)
 base() {
@@ -81,42 +102,52 @@ base() {
 }
 
 # ---------------------------------------------------------------- kill points
+# short_run OUT STEP: a run not killed at its point had fewer calls than
+# the counted run (the ranks share one local tier, and which of them
+# removes an old step from it varies), and did its work: counted in SHORT
+SHORT=0
+short_run() {
+    committed "$1" "$2" || return 1
+    SHORT=$((SHORT + 1))
+}
 # sweep NAME LOCAL: every kill point of each rank's save of step 3
 sweep() {
-    local name=$1 lmode=$2 k r i n0=0 n2=0 n3=0 bad_at="" s lpath
-    local snap=$T/$name-snap
-    lpath=$([ "$lmode" = - ] && echo - || echo "$snap/local")
-    if ! base "$snap" "$lpath"; then
-        bad "$name: steps 1 and 2 committed" "$(cat "$snap/s1" "$snap/s2")"
+    local name=$1 lmode=$2 k r i n0=0 n2=0 n3=0 bad_at="" s m
+    local snap=$T/$name-snap w=$T/w lw
+    lw=$([ "$lmode" = - ] && echo - || echo "$w/local")
+    # made where the runs run (a root's local tier is named after its path)
+    rm -rf "$w"
+    if ! base "$w" "$lw"; then
+        bad "$name: steps 1 and 2 committed" "$(cat "$w/s1" "$w/s2")"
         return
     fi
-    # how many calls each rank's save of step 3 makes (on a copy)
+    rm -rf "$snap" && cp -a "$w" "$snap"
+    # how many calls each rank's save of step 3 makes
     rm -f "$T/count".*
-    rm -rf "$T/w" && cp -a "$snap" "$T/w"
-    job "$T/$name-count" "$T/w/root" "${lpath/$snap/$T/w}" 3 \
-        LD_PRELOAD="$FAULTFS" FAULTFS_ROOT="$T/w/root:$T/w/local" FAULTFS_COUNT="$T/count"
+    job "$T/$name-count" "$w/root" "$lw" 3 \
+        LD_PRELOAD="$FAULTFS" FAULTFS_ROOT="$w/root:$w/local" FAULTFS_COUNT="$T/count"
     for r in 0 1; do
         k=$(cat "$T/count.$r" 2>/dev/null)
         [ -n "$k" ] && [ "$k" -gt 0 ] || { bad "$name: rank $r's calls counted" "$(cat "$T/$name-count")"; return; }
         for i in $(seq 1 "$k"); do
-            rm -rf "$T/w" && cp -a "$snap" "$T/w"
-            local w=$T/w lw
-            lw=$([ "$lmode" = - ] && echo - || echo "$w/local")
+            rm -rf "$w" && cp -a "$snap" "$w"
             if job "$w/kill" "$w/root" "$lw" 3 LD_PRELOAD="$FAULTFS" FAULTFS_ROOT="$w/root:$w/local" \
                 FAULTFS_RANK=$r FAULTFS_AT="$i" FAULTFS_ACTION=kill; then
+                short_run "$w/kill" 3 && continue
                 bad_at="$bad_at r$r@$i(not killed)"
                 continue
             fi
+            m=$(newest "$w/root") # step 3's manifest there: step 3 it must be
             job "$w/after" "$w/root" "$lw" 4
             s=$(resumed "$w/after")
-            if [ "$s" = 2 ] && committed "$w/after" 4; then n2=$((n2 + 1))
+            if [ "$s" = 2 ] && [ "$m" = 2 ] && committed "$w/after" 4; then n2=$((n2 + 1))
             elif [ "$s" = 3 ] && committed "$w/after" 4; then n3=$((n3 + 1))
             else bad_at="$bad_at r$r@$i(resumed '${s}')"; cp "$w/kill" "$T/fail-kill"; cp "$w/after" "$T/fail-after"; fi
             n0=$((n0 + 1))
         done
     done
     if [ -z "$bad_at" ]; then
-        ok "$name: $n0 kill points (rank 0: $(cat "$T/count.0"), rank 1: $(cat "$T/count.1") calls): the resume found step 2 after $n2, step 3 after $n3 (killed after its commit), each verified bit for bit, and step 4 committed every time"
+        ok "$name: $n0 kill points (rank 0: $(cat "$T/count.0"), rank 1: $(cat "$T/count.1") calls): the resume found step 2 after $n2, step 3 after $n3 (committed before the kill, or from the local copies), each verified bit for bit (through the saver, and the root's own copy), and step 4 committed every time"
     else
         bad "$name: every kill point leaves step 2 or a committed step 3" "failed at:$bad_at
 --- the first failure's runs:
@@ -124,10 +155,70 @@ $(cat "$T/fail-kill" "$T/fail-after" 2>/dev/null | tail -n 20)"
     fi
     KILLS=$((KILLS + n0))
 }
+# sweep_resume: step 3 in the local tiers only (saved, then removed from
+# the root: a run that died before its copies reached it); the next run (resume, copy up and commit
+# of step 3, then the save of step 4) is killed at each of its calls in
+# turn; the run after that resumes the root's newest step, or step 3 from
+# the local copies, never an older one, and commits step 5
+sweep_resume() {
+    local snap=$T/rs-snap w=$T/w k r i n0=0 bad_at="" s m
+    # made where the runs run (a root's local tier is named after its path)
+    rm -rf "$w"
+    if ! base "$w" "$w/local"; then bad "resume: steps 1 and 2 committed"; return; fi
+    # step 3 saved, then gone from the root: as if no copy had reached it
+    job "$w/dead" "$w/root" "$w/local" 3
+    rm -rf "$w/root/step-00000003"
+    set -- "$w"/local/*/step-00000003/rank-0000[01]-of-00002.safetensors
+    if ! committed "$w/dead" 3 || [ $# != 2 ] || [ ! -e "$1" ]; then
+        bad "resume: step 3 in the local tiers only" "$(cat "$w/dead"; ls -R "$w" | head -30)"
+        return
+    fi
+    rm -rf "$snap" && cp -a "$w" "$snap"
+    rm -f "$T/count".*
+    job "$T/rs-count" "$w/root" "$w/local" 4 LD_PRELOAD="$FAULTFS" FAULTFS_ROOT="$w/root:$w/local" FAULTFS_COUNT="$T/count"
+    if [ "$(resumed "$T/rs-count")" != 3 ]; then
+        bad "resume: step 3 committed from the local copies" "$(cat "$T/rs-count")"
+        return
+    fi
+    for r in 0 1; do
+        k=$(cat "$T/count.$r" 2>/dev/null)
+        [ -n "$k" ] && [ "$k" -gt 0 ] || { bad "resume: rank $r's calls counted" "$(cat "$T/rs-count")"; return; }
+        for i in $(seq 1 "$k"); do
+            rm -rf "$w" && cp -a "$snap" "$w"
+            if job "$w/kill" "$w/root" "$w/local" 4 LD_PRELOAD="$FAULTFS" FAULTFS_ROOT="$w/root:$w/local" \
+                FAULTFS_RANK=$r FAULTFS_AT="$i" FAULTFS_ACTION=kill; then
+                short_run "$w/kill" 4 && continue
+                bad_at="$bad_at r$r@$i(not killed)"
+                continue
+            fi
+            m=$(newest "$w/root")
+            job "$w/after" "$w/root" "$w/local" 5
+            s=$(resumed "$w/after")
+            if [ -n "$s" ] && [ "$s" -ge "$m" ] && [ "$s" -ge 3 ] && committed "$w/after" 5; then
+                eval "got_$s=\$((got_$s + 1))"
+            else
+                bad_at="$bad_at r$r@$i(newest $m, resumed '${s}')"
+                cp "$w/kill" "$T/fail-kill"
+                cp "$w/after" "$T/fail-after"
+            fi
+            n0=$((n0 + 1))
+        done
+    done
+    if [ -z "$bad_at" ]; then
+        ok "resume: $n0 kill points in the run that commits step 3 from the local copies and saves step 4 (rank 0: $(cat "$T/count.0"), rank 1: $(cat "$T/count.1") calls): the next run resumed step 3 after $got_3, step 4 after $got_4 (never step 2: the local copies outlive every crash until committed), verified, and committed step 5"
+    else
+        bad "resume: every kill point leaves step 3 (or 4) to resume" "failed at:$bad_at
+--- the first failure's runs:
+$(cat "$T/fail-kill" "$T/fail-after" 2>/dev/null | tail -n 20)"
+    fi
+    KILLS=$((KILLS + n0))
+}
+got_3=0 got_4=0
 KILLS=0
 sweep "two tiers" local
 sweep "one tier" -
-if [ "$KILLS" -ge 50 ]; then ok "kill points in all: $KILLS (>= 50)"
+sweep_resume
+if [ "$KILLS" -ge 50 ]; then ok "kill points in all: $KILLS (>= 50; $SHORT more points past a run's calls, its ranks sharing one local tier)"
 else bad "kill points in all: $KILLS, fewer than 50"; fi
 
 # ---------------------------------------------------------------- failing calls
@@ -217,11 +308,13 @@ w=$T/lost
 if base "$w" "$w/local%r"; then
     job "$w/kill" "$w/root" "$w/local%r" 3 LD_PRELOAD="$FAULTFS" FAULTFS_ROOT="$w/root" \
         FAULTFS_RANK=1 FAULTFS_OPS=write FAULTFS_AT=1 FAULTFS_ACTION=kill
-    [ -e "$w/local1/step-00000003/rank-00001-of-00002.safetensors" ] && had=yes || had=no
+    set -- "$w"/local1/*/step-00000003/rank-00001-of-00002.safetensors
+    [ -e "$1" ] && had=yes || had=no
     rm -rf "$w/local1"
     job "$w/after" "$w/root" "$w/local%r" 4
+    set -- "$w"/local0/*/step-00000003
     if [ "$had" = yes ] && [ "$(resumed "$w/after")" = 2 ] && committed "$w/after" 4 &&
-        [ ! -e "$w/local0/step-00000003" ]; then
+        [ ! -e "$1" ]; then
         ok "a node lost with its local file of step 3 before the copy reached the root: resumed from the root's step 2 (verified), rank 0's local step 3 removed, step 4 committed"
     else
         bad "a node lost before its copy reached the root: resumed from the root's step 2" \

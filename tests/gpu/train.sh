@@ -204,7 +204,7 @@ if [ "$haveg" -eq 1 ] && ckrun gpu-async examples/gpt-gpu.yaml "$tmp/gcka" --sav
         bad "GPU --async-save --ckpt-local: the loss log bit-identical, step $half committed" \
             "$(diff "$tmp/gpu.log" "$tmp/gpu-async.log" | head; grep checkpoint "$tmp/gpu-async.out")"
     fi
-    rm -rf "$tmp/gcka/step-$(printf %08d "$steps")" "$tmp/gcka-local/step-$(printf %08d "$steps")"
+    rm -rf "$tmp/gcka/step-$(printf %08d "$steps")" "$tmp"/gcka-local/gcka-*/step-"$(printf %08d "$steps")"
     if ckrun gpu-async-resumed examples/gpt-gpu.yaml "$tmp/gcka" --async-save --ckpt-local "$tmp/gcka-local" &&
         tail -n +$((half + 1)) "$tmp/gpu.log" | cmp -s - "$tmp/gpu-async-resumed.log"; then
         ok "GPU: resumed from the asynchronous step-$half checkpoint: bit-identical"

@@ -673,14 +673,14 @@ if [ -x "$TRAINER" ]; then
             "$W/train_gpt" $W_ARGS $W3 --loss-log "$W/w3-first.log"
         if ran "w3: srun -N2 -n4 train_gpt --async-save --ckpt-local (a tier per host)"; then
             if cmp -s "$W/w-slurm.log" "$W/w3-first.log" && grep -q '"world_size":4' "$W/w3-ckpt/step-00000040/manifest.json" 2>/dev/null &&
-                [ -e "$W/local-n1/step-00000040/rank-00000-of-00004.safetensors" ] &&
-                [ -e "$W/local-n2/step-00000040/rank-00003-of-00004.safetensors" ] &&
+                ls "$W"/local-n1/w3-ckpt-*/step-00000040/rank-00000-of-00004.safetensors >/dev/null 2>&1 &&
+                ls "$W"/local-n2/w3-ckpt-*/step-00000040/rank-00003-of-00004.safetensors >/dev/null 2>&1 &&
                 [ "$(printf '%s\n' "$out" | grep -c 'checkpoint .*committed')" -ge 2 ]; then
                 ok "w3: asynchronous saves through each host's local tier leave the loss curve as it was; steps 20 and 40 committed in the shared root from n1's and n2's copies"
             else
                 bad "w3: asynchronous saves through each host's local tier leave the loss curve as it was" "$(diff "$W/w-slurm.log" "$W/w3-first.log" | head; ls -l "$W/w3-ckpt" "$W"/local-n* 2>&1 | head -20; printf '%s\n' "$out" | tail -5)"
             fi
-            rm -rf "$W/w3-ckpt/step-00000040" "$W"/local-n*/step-00000040
+            rm -rf "$W/w3-ckpt/step-00000040" "$W"/local-n*/w3-ckpt-*/step-00000040
             # shellcheck disable=SC2016
             A "$W" 300 srun -N2 -n4 --accel-config=gpt-cpu.yaml sh -c 'exec "$0" "$@" --ckpt-local "'"$W"'/local-$SLURMD_NODENAME"' \
                 "$W/train_gpt" $W_ARGS $W3 --loss-log "$W/w3-resumed.log"

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../ckpt/ckpt_int.h"
 #include "../../ckpt/st_int.h"
 #include "accel/alloc.h"
 #include "accel/ckpt.h"
@@ -1883,9 +1884,52 @@ TEST(one_job_per_root)
     remove_tmpdir();
 }
 
+/* out.c past its two buffers (a write thread per full buffer, the next one
+ * filled meanwhile): 41 MiB and a tail in odd-sized writes, a head written
+ * last; the file holds exactly what was written, and the sum is of it. */
+TEST(durable_writer_past_two_buffers)
+{
+    const size_t total = (41u << 20) + 123, head_len = CK_DIRECT_ALIGN, step = (3u << 20) + 7;
+    struct ckpt__out f = {.fd = -1, .hashing = true};
+    struct accel_error err = {0};
+    unsigned char *data = malloc(total), *back;
+    char *head = malloc(head_len);
+    uint64_t sum = 0;
+    size_t n = 0;
+    char path[512];
+
+    ASSERT(data && head);
+    for (size_t i = 0; i < total; i++)
+        data[i] = (unsigned char)(i * 2654435761u >> 13);
+    memset(head, 'h', head_len);
+    make_tmpdir();
+    f.total = head_len + total;
+    f.head = head;
+    f.head_len = head_len;
+    ASSERT_ACCEL_OK(ckpt__out_open(&f, tmpdir, "big", &err), &err);
+    test_note("O_DIRECT: %s", f.direct ? "yes" : "no (the file system refused it)");
+    for (size_t at = 0; at < total; at += step)
+        ASSERT_ACCEL_OK(ckpt__out_write(&f, data + at, total - at < step ? total - at : step, &err),
+                        &err);
+    ASSERT_ACCEL_OK(ckpt__out_close(&f, ACCEL_OK, &sum, &err), &err);
+    ASSERT(sum == XXH3_64bits(data, total));
+    snprintf(path, sizeof path, "%s/big", tmpdir);
+    back = (unsigned char *)slurp(path, &n);
+    ASSERT_INT_EQ(n, head_len + total);
+    ASSERT(memcmp(back, head, head_len) == 0);
+    ASSERT(memcmp(back + head_len, data, total) == 0);
+    snprintf(path, sizeof path, "%s/big.tmp", tmpdir);
+    ASSERT(!exists(path));
+    accel_free(back);
+    free(data);
+    free(head);
+    remove_tmpdir();
+}
+
 TEST_LIST(T(consolidate_all_or_nothing), T(st_round_trip), T(st_parse_rejects), T(st_parse_accepts),
           T(st_read_length), T(reshard_bit_exact), T(rank_file_format), T(ranks_without_pieces),
           T(empty_checkpoint), T(failed_save_commits_nothing), T(agree_error),
           T(incomplete_attempt), T(keep_holds_the_newest_n_and_0_holds_all), T(same_step_twice),
           T(corrupt_rank_file), T(corrupt_manifest), T(bad_arguments), T(meta_and_shapes),
-          T(clean_up_never_follows_links), T(one_job_per_root))
+          T(clean_up_never_follows_links), T(one_job_per_root),
+          T(durable_writer_past_two_buffers))

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "accel/alloc.h"
 #include "accel/ckpt.h"
@@ -339,10 +340,19 @@ static void resume(struct rank *r)
     close_saver(r);
 }
 
-static void local_path(char *buf, size_t len, unsigned rank, unsigned long step, const char *file)
+/* tmpdir/<local><rank>/<root's tier>[/step-<step>[/file]]: the tier of a
+ * root is named after its last component and the XXH3 of its name */
+static void local_path(char *buf, size_t len, const char *root, const char *local, unsigned rank,
+                       unsigned long step, const char *file)
 {
-    snprintf(buf, len, "%s/local%u/step-%08lu%s%s", tmpdir, rank, step, file ? "/" : "",
-             file ? file : "");
+    const char *base = strrchr(root, '/') ? strrchr(root, '/') + 1 : root;
+    int at = snprintf(buf, len, "%s/%s%u/%s-%016llx", tmpdir, local, rank, base,
+                      (unsigned long long)XXH3_64bits(root, strlen(root)));
+
+    if (step)
+        at += snprintf(buf + at, len - (size_t)at, "/step-%08lu", step);
+    if (file)
+        snprintf(buf + at, len - (size_t)at, "/%s", file);
 }
 
 /* this rank's slice of every tensor through the saver (its local copy
@@ -395,6 +405,35 @@ static void copy_file(const char *from, const char *to)
     close(b);
 }
 
+static void each_ok(const struct rank *out, unsigned world)
+{
+    for (unsigned r = 0; r < world; r++)
+        ASSERT_ACCEL_OK(out[r].rc, &out[r].err);
+}
+
+static void each_resumed(const struct rank *out, unsigned world, unsigned long step)
+{
+    for (unsigned r = 0; r < world; r++) {
+        ASSERT_ACCEL_OK(out[r].rc, &out[r].err);
+        ASSERT_INT_EQ(out[r].step, step);
+    }
+}
+
+static void free_slices(struct rank *out, unsigned world)
+{
+    for (unsigned r = 0; r < world; r++)
+        for (unsigned k = 0; k < NT; k++) {
+            free(out[r].t[k]);
+            out[r].t[k] = NULL;
+        }
+}
+
+/* the root's copy of step's rank file r (of 2) */
+static void root_file(char *buf, size_t len, const char *root, unsigned long step, unsigned r)
+{
+    snprintf(buf, len, "%s/step-%08lu/rank-%05u-of-00002.safetensors", root, step, r);
+}
+
 TEST(two_tiers_and_resume)
 {
     struct rank tmpl = {0}, out[MAXW];
@@ -405,84 +444,267 @@ TEST(two_tiers_and_resume)
     tmpl.root = root;
     tmpl.local = "local";
     world_run(2, &tmpl, two_tier_saves, out);
-    for (unsigned r = 0; r < 2; r++)
-        ASSERT_ACCEL_OK(out[r].rc, &out[r].err);
+    each_ok(out, 2);
     check_step(root, 10, 10);
     check_step(root, 20, 20);
     for (unsigned r = 0; r < 2; r++) {
         snprintf(file, sizeof file, "rank-%05u-of-00002.safetensors", r);
-        local_path(path, sizeof path, r, 20, file);
+        local_path(path, sizeof path, root, "local", r, 20, file);
         ASSERT(exists(path));
-        local_path(path, sizeof path, r, 10, NULL);
+        local_path(path, sizeof path, root, "local", r, 10, NULL);
         ASSERT(!exists(path)); /* keep_local 1: trimmed after 20's commit */
     }
 
     /* the job dies after the local writes of step 30, before its commit,
      * and one rank's copy never reached the root */
     world_run(2, &tmpl, dies_before_commit, out);
-    for (unsigned r = 0; r < 2; r++)
-        ASSERT_ACCEL_OK(out[r].rc, &out[r].err);
+    each_ok(out, 2);
     snprintf(path, sizeof path, "%s/step-00000030/manifest.json", root);
     ASSERT(!exists(path));
-    snprintf(path, sizeof path, "%s/step-00000030/rank-00001-of-00002.safetensors", root);
+    root_file(path, sizeof path, root, 30, 1);
+    ASSERT(unlink(path) == 0);
+    /* and the root cannot take it (its step directory is a file): the
+     * resume fails, the local copies are kept for the next try */
+    snprintf(path, sizeof path, "%s/step-00000030", root);
+    test_rmtree(path);
+    ASSERT(close(open(path, O_WRONLY | O_CREAT, 0644)) == 0);
+    world_run(2, &tmpl, resume, out);
+    for (unsigned r = 0; r < 2; r++)
+        ASSERT_ERR(out[r].rc, &out[r].err, ACCEL_EINVAL, "the local copies are kept");
+    local_path(path, sizeof path, root, "local", 1, 30, "rank-00001-of-00002.safetensors");
+    ASSERT(exists(path));
+    snprintf(path, sizeof path, "%s/step-00000030", root);
     ASSERT(unlink(path) == 0);
     world_run(2, &tmpl, resume, out);
-    for (unsigned r = 0; r < 2; r++) {
-        ASSERT_ACCEL_OK(out[r].rc, &out[r].err);
-        ASSERT_INT_EQ(out[r].step, 30);
-    }
+    each_resumed(out, 2, 30);
     check_step(root, 30, 30); /* committed from the local copies */
 
     /* reads prefer the local copy: the root's copy damaged, still right */
-    snprintf(path, sizeof path, "%s/step-00000030/rank-00000-of-00002.safetensors", root);
+    root_file(path, sizeof path, root, 30, 0);
     snprintf(saved, sizeof saved, "%s/saved", tmpdir);
     copy_file(path, saved);
     corrupt(path);
     tmpl.step = 30;
     world_run(2, &tmpl, read_step, out);
-    for (unsigned r = 0; r < 2; r++)
-        ASSERT_ACCEL_OK(out[r].rc, &out[r].err);
+    each_ok(out, 2);
     /* and a damaged local copy falls back to the root's */
     copy_file(saved, path);
-    local_path(path, sizeof path, 0, 30, "rank-00000-of-00002.safetensors");
+    local_path(path, sizeof path, root, "local", 0, 30, "rank-00000-of-00002.safetensors");
     corrupt(path);
     world_run(2, &tmpl, read_step, out);
-    for (unsigned r = 0; r < 2; r++)
-        ASSERT_ACCEL_OK(out[r].rc, &out[r].err);
-
-    /* a node lost before its copy reached the root: the root's newest */
-    {
-        struct rank dies[MAXW];
-        char root2[300];
-        snprintf(root2, sizeof root2, "%s/root2", tmpdir);
-        tmpl.root = root2;
-        tmpl.local = "lost";
-        world_run(2, &tmpl, two_tier_saves, dies);
-        world_run(2, &tmpl, dies_before_commit, dies);
-        for (unsigned r = 0; r < 2; r++) {
-            ASSERT_ACCEL_OK(dies[r].rc, &dies[r].err);
-            for (unsigned k = 0; k < NT; k++)
-                free(dies[r].t[k]);
-        }
-        snprintf(path, sizeof path, "%s/lost1", tmpdir);
-        test_rmtree(path);
-        snprintf(path, sizeof path, "%s/step-00000030/rank-00001-of-00002.safetensors", root2);
-        ASSERT(unlink(path) == 0);
-        world_run(2, &tmpl, resume, dies);
-        for (unsigned r = 0; r < 2; r++) {
-            ASSERT_ACCEL_OK(dies[r].rc, &dies[r].err);
-            ASSERT_INT_EQ(dies[r].step, 20);
-        }
-        snprintf(path, sizeof path, "%s/lost0/step-00000030", tmpdir);
-        ASSERT(!exists(path)); /* an attempt past the step resumed: removed */
-        snprintf(path, sizeof path, "%s/step-00000030/manifest.json", root2);
-        ASSERT(!exists(path));
-        check_step(root2, 20, 20);
-    }
-    for (unsigned r = 0; r < 2; r++)
-        for (unsigned k = 0; k < NT; k++)
-            free(out[r].t[k]);
+    each_ok(out, 2);
+    free_slices(out, 2);
     test_rmtree(tmpdir);
 }
 
-TEST_LIST(T(lock_for_the_savers_life), T(sync_and_async_saves), T(two_tiers_and_resume))
+/* a damaged local copy is never committed: the resume takes the root's
+ * newest, and the local attempts past it are removed */
+TEST(damaged_local_copy_is_not_committed)
+{
+    struct rank tmpl = {0}, out[MAXW];
+    char root[300], path[600];
+
+    test_mkdtemp(tmpdir, sizeof tmpdir, "saver");
+    snprintf(root, sizeof root, "%s/root", tmpdir);
+    tmpl.root = root;
+    tmpl.local = "local";
+    world_run(2, &tmpl, two_tier_saves, out);
+    world_run(2, &tmpl, dies_before_commit, out);
+    each_ok(out, 2);
+    local_path(path, sizeof path, root, "local", 1, 30, "rank-00001-of-00002.safetensors");
+    corrupt(path);
+    world_run(2, &tmpl, resume, out);
+    each_resumed(out, 2, 20);
+    snprintf(path, sizeof path, "%s/step-00000030/manifest.json", root);
+    ASSERT(!exists(path));
+    for (unsigned r = 0; r < 2; r++) {
+        local_path(path, sizeof path, root, "local", r, 30, NULL);
+        ASSERT(!exists(path));
+    }
+    check_step(root, 20, 20);
+    free_slices(out, 2);
+    test_rmtree(tmpdir);
+}
+
+/* a node lost before its copy reached the root: the root's newest; and a
+ * second root's tier beside the first in the same local directory */
+TEST(node_lost_and_two_roots_share_a_local_directory)
+{
+    struct rank tmpl = {0}, out[MAXW];
+    char root[300], root2[300], path[600];
+
+    test_mkdtemp(tmpdir, sizeof tmpdir, "saver");
+    snprintf(root, sizeof root, "%s/root", tmpdir);
+    snprintf(root2, sizeof root2, "%s/root2", tmpdir);
+    tmpl.local = "local";
+    tmpl.root = root;
+    world_run(2, &tmpl, two_tier_saves, out);
+    each_ok(out, 2);
+    tmpl.root = root2;
+    world_run(2, &tmpl, two_tier_saves, out);
+    world_run(2, &tmpl, dies_before_commit, out);
+    each_ok(out, 2);
+    local_path(path, sizeof path, root2, "local", 1, 0, NULL);
+    test_rmtree(path);
+    root_file(path, sizeof path, root2, 30, 1);
+    ASSERT(unlink(path) == 0);
+    world_run(2, &tmpl, resume, out);
+    each_resumed(out, 2, 20);
+    local_path(path, sizeof path, root2, "local", 0, 30, NULL);
+    ASSERT(!exists(path)); /* an attempt past the step resumed: removed */
+    snprintf(path, sizeof path, "%s/step-00000030/manifest.json", root2);
+    ASSERT(!exists(path));
+    check_step(root2, 20, 20);
+    /* the first root's tier, untouched */
+    for (unsigned r = 0; r < 2; r++) {
+        local_path(path, sizeof path, root, "local", r, 20, NULL);
+        ASSERT(exists(path));
+    }
+    free_slices(out, 2);
+    test_rmtree(tmpdir);
+}
+
+/* step 25 saved synchronously (a run whose local tier is elsewhere) */
+static void save_25(struct rank *r)
+{
+    struct accel_ckpt_piece p[NT];
+    struct accel_ckpt_save_req q = {25, meta, 1, p, NT};
+
+    open_saver(r);
+    if (r->rc == ACCEL_OK)
+        r->rc = accel_ckpt_saver_resume(r->sv, &r->step, &r->err);
+    fill(r, 25);
+    pieces(r, p);
+    if (r->rc == ACCEL_OK)
+        r->rc = accel_ckpt_saver_save(r->sv, &q, &r->err);
+    close_saver(r);
+}
+
+/* local copies of another run are not committed: not once another run
+ * moved the root on since theirs went on from it, nor when the ranks'
+ * copies are of different runs */
+TEST(local_copies_of_other_runs_are_not_committed)
+{
+    struct rank tmpl = {0}, out[MAXW];
+    char root[300], path[600], stash[600];
+
+    test_mkdtemp(tmpdir, sizeof tmpdir, "saver");
+    snprintf(root, sizeof root, "%s/root", tmpdir);
+    tmpl.root = root;
+    tmpl.local = "local";
+    /* run A commits 10 and 20, dies with 30 in its local tiers; run B (on
+     * other nodes) goes on from 20 and commits 25 */
+    world_run(2, &tmpl, two_tier_saves, out);
+    world_run(2, &tmpl, dies_before_commit, out);
+    each_ok(out, 2);
+    for (unsigned r = 0; r < 2; r++) {
+        root_file(path, sizeof path, root, 30, r);
+        ASSERT(unlink(path) == 0);
+    }
+    tmpl.local = "other";
+    world_run(2, &tmpl, save_25, out);
+    each_resumed(out, 2, 20);
+    check_step(root, 25, 25);
+    /* run C, on A's nodes: 25, not A's 30 */
+    tmpl.local = "local";
+    world_run(2, &tmpl, resume, out);
+    each_resumed(out, 2, 25);
+    snprintf(path, sizeof path, "%s/step-00000030/manifest.json", root);
+    ASSERT(!exists(path));
+    local_path(path, sizeof path, root, "local", 0, 30, NULL);
+    ASSERT(!exists(path));
+
+    /* run D dies with 30 locally; rank 1's copy kept; run E (from 25 as
+     * well) dies with 30 locally; rank 1's copy swapped for D's */
+    world_run(2, &tmpl, dies_before_commit, out);
+    each_ok(out, 2);
+    local_path(path, sizeof path, root, "local", 1, 30, "rank-00001-of-00002.safetensors");
+    snprintf(stash, sizeof stash, "%s/stash", tmpdir);
+    copy_file(path, stash);
+    for (unsigned r = 0; r < 2; r++) {
+        local_path(path, sizeof path, root, "local", r, 30, NULL);
+        test_rmtree(path);
+    }
+    world_run(2, &tmpl, resume, out); /* E's */
+    each_resumed(out, 2, 25);
+    world_run(2, &tmpl, dies_before_commit, out);
+    local_path(path, sizeof path, root, "local", 1, 30, "rank-00001-of-00002.safetensors");
+    copy_file(stash, path);
+    for (unsigned r = 0; r < 2; r++) {
+        root_file(path, sizeof path, root, 30, r);
+        ASSERT(unlink(path) == 0);
+    }
+    world_run(2, &tmpl, resume, out);
+    each_resumed(out, 2, 25);
+    snprintf(path, sizeof path, "%s/step-00000030/manifest.json", root);
+    ASSERT(!exists(path));
+    free_slices(out, 2);
+    test_rmtree(tmpdir);
+}
+
+/* rank 1 cannot open its saver (no root): every rank fails, none waits */
+static void bad_open(struct rank *r)
+{
+    if (r->rank == 1)
+        r->root = "";
+    open_saver(r);
+    close_saver(r);
+}
+
+/* step 0 is refused; rank 1 fails save 20 while 10 is in flight: 10 is
+ * committed first, then 20 fails everywhere */
+static void fails(struct rank *r)
+{
+    struct accel_ckpt_piece p[NT];
+    struct accel_ckpt_save_req q0 = {0, meta, 1, p, NT}, q10 = {10, meta, 1, p, NT},
+                               q20 = {20, meta, 1, p, NT};
+    struct accel_error e;
+    unsigned long done = 0;
+
+    open_saver(r);
+    fill(r, 10);
+    pieces(r, p);
+    if (r->rc == ACCEL_OK &&
+        (accel_ckpt_saver_save(r->sv, &q0, &e) != ACCEL_EINVAL ||
+         !strstr(e.msg, "start at 1")))
+        r->rc = accel_error_set(&r->err, ACCEL_EINVAL, "step 0 taken: %s", e.msg);
+    if (r->rc == ACCEL_OK)
+        r->rc = accel_ckpt_saver_start(r->sv, &q10, ACCEL_CKPT_REFUSE, &r->err);
+    if (r->rc == ACCEL_OK)
+        r->rc = r->rank == 1 ? accel_ckpt_saver_fail(r->sv, 20, NULL, &r->err)
+                             : accel_ckpt_saver_start(r->sv, &q20, ACCEL_CKPT_WAIT, &r->err);
+    if (r->rc == ACCEL_OK && accel_ckpt_saver_pending(r->sv) != 20)
+        r->rc = accel_error_set(&r->err, ACCEL_EINVAL, "10 still pending");
+    if (r->rc == ACCEL_OK) {
+        r->rc = accel_ckpt_saver_poll(r->sv, true, &done, &r->err);
+        r->step = done;
+    }
+    close_saver(r);
+}
+
+TEST(failures_fail_every_rank)
+{
+    struct rank tmpl = {0}, out[MAXW];
+    char root[300], path[600];
+
+    test_mkdtemp(tmpdir, sizeof tmpdir, "saver");
+    snprintf(root, sizeof root, "%s/root", tmpdir);
+    tmpl.root = root;
+    world_run(3, &tmpl, bad_open, out);
+    ASSERT_ERR(out[1].rc, &out[1].err, ACCEL_EINVAL, "needs a root");
+    ASSERT_ERR(out[0].rc, &out[0].err, ACCEL_EPEER, "could not open its saver");
+    ASSERT_INT_EQ(out[2].rc, ACCEL_EPEER);
+    world_run(3, &tmpl, fails, out);
+    ASSERT_ERR(out[1].rc, &out[1].err, ACCEL_EIO, "could not gather its pieces");
+    ASSERT_ERR(out[0].rc, &out[0].err, ACCEL_EPEER, "nothing was committed");
+    ASSERT_INT_EQ(out[2].rc, ACCEL_EPEER);
+    check_step(root, 10, 10);
+    snprintf(path, sizeof path, "%s/step-00000020/manifest.json", root);
+    ASSERT(!exists(path));
+    free_slices(out, 3);
+    test_rmtree(tmpdir);
+}
+
+TEST_LIST(T(lock_for_the_savers_life), T(sync_and_async_saves), T(two_tiers_and_resume),
+          T(damaged_local_copy_is_not_committed), T(node_lost_and_two_roots_share_a_local_directory),
+          T(local_copies_of_other_runs_are_not_committed), T(failures_fail_every_rank))

@@ -166,8 +166,9 @@ enum accel_err accel_ckpt_saver_open(struct accel_ckpt_saver **out,
                                      const struct accel_ckpt_saver_opts *o,
                                      struct accel_error *err) ACCEL_WUR;
 
-/* One save: its step (0 .. ACCEL_CKPT_MAX_STEP), the metadata recorded in
- * the manifest, and this rank's pieces (as accel_ckpt_save takes them). */
+/* One save: its step (1 .. ACCEL_CKPT_MAX_STEP: a resume's 0 means none),
+ * the metadata recorded in the manifest, and this rank's pieces (as
+ * accel_ckpt_save takes them). */
 struct accel_ckpt_save_req {
     unsigned long step;
     const struct accel_ckpt_kv *meta;
@@ -213,11 +214,14 @@ enum accel_err accel_ckpt_saver_start(struct accel_ckpt_saver *sv,
                                       const struct accel_ckpt_save_req *q,
                                       enum accel_ckpt_busy busy, struct accel_error *err) ACCEL_WUR;
 
-/* In place of accel_ckpt_saver_start on a rank that could not gather its
- * pieces for save `step` (the others started it): the poll that ends the
- * save fails on every rank, this one with `why` (its code, or ACCEL_EIO). */
-void accel_ckpt_saver_fail(struct accel_ckpt_saver *sv, unsigned long step,
-                           const struct accel_error *why);
+/* In place of accel_ckpt_saver_start (with ACCEL_CKPT_WAIT) on a rank
+ * that could not gather its pieces for save `step` (the others started
+ * it): the poll that ends the save fails on every rank, this one with
+ * `why` (NULL, or no code: ACCEL_EIO).  A save still in flight is finished
+ * first, collectively, as start would: its error is returned (as start
+ * returns it on the other ranks), else ACCEL_OK. */
+enum accel_err accel_ckpt_saver_fail(struct accel_ckpt_saver *sv, unsigned long step,
+                                     const struct accel_error *why, struct accel_error *err);
 
 /* With a deferred save (q->defer) in flight: returns once its pieces are
  * copied into staging (at once when they are, or no save is in flight), so
@@ -241,9 +245,18 @@ unsigned long accel_ckpt_saver_pending(struct accel_ckpt_saver *sv);
  * The newest committed in the root, unless every rank has in its local
  * tier a newer step of this world size (a run that died after the local
  * writes, before the copies were committed): then those copies are copied
- * to the root and committed there first.  Local steps newer than the one
- * chosen are attempts that did not finish, and are removed.  *step is the
- * step to load (0: none); open it with accel_ckpt_open_step. */
+ * to the root, each piece checked against its checksum on the way, and
+ * committed there first.  Only copies of one run are taken, and only of
+ * the run that wrote the root's newest checkpoint or of one that went on
+ * from it (not those a run left on some nodes before another run moved the
+ * root on).  Local steps newer than the one chosen are attempts that did
+ * not finish, and are removed; but when the copies are sound and the root
+ * fails to take them, the error is returned and they are kept.  *step is
+ * the step to load (0: none); open it with accel_ckpt_saver_open_step.
+ *
+ * The local tier of a root is LOCAL/NAME-HASH (NAME: the root's last
+ * component, HASH: of its whole name, as given): jobs of other roots may
+ * share LOCAL. */
 enum accel_err accel_ckpt_saver_resume(struct accel_ckpt_saver *sv, unsigned long *step,
                                        struct accel_error *err) ACCEL_WUR;
 
