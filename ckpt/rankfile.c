@@ -19,7 +19,7 @@
 #include "ckpt_int.h"
 
 enum accel_err ckpt__read_declared(struct accel_ckpt *c, unsigned r, size_t *cap,
-                                  struct accel_error *err)
+                                   struct accel_error *err)
 {
     struct ckpt__file *f = &c->f[r];
     char path[4096];
@@ -185,8 +185,8 @@ enum accel_err ckpt__check_open(struct ckpt__check *v, const char *dir, unsigned
             return accel_error_set(err, ACCEL_EPARSE,
                                    "%s/%s: tensor '%s' is not the piece its header declares", dir,
                                    v->c->f[rank].name, t->t.name);
-        v->span[i] = (struct ckpt__span){h->data_start + s->begin, s->end - s->begin, p->xxh3,
-                                         t->t.name};
+        v->span[i] =
+            (struct ckpt__span){h->data_start + s->begin, s->end - s->begin, p->xxh3, t->t.name};
     }
     v->n = v->c->np;
     qsort(v->span, v->n, sizeof *v->span, span_by_off);

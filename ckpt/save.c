@@ -151,10 +151,10 @@ static cJSON *piece_json(const struct accel_ckpt_piece *p, uint64_t sum)
  * build: the hex digits are of fixed width, so both builds have the same
  * length) and the save's metadata; the data at a multiple of 4096. */
 static enum accel_err rank_header(const struct accel_ckpt_save_opts *o,
-                                  const struct ckpt__origin *org,
-                                  const struct accel_ckpt_piece *pc, size_t n, const uint64_t *sums,
-                                  struct ckpt__st_out *out, struct accel_ckpt_tensor *flat,
-                                  size_t *seq, char **head, size_t *hlen, struct accel_error *err)
+                                  const struct ckpt__origin *org, const struct accel_ckpt_piece *pc,
+                                  size_t n, const uint64_t *sums, struct ckpt__st_out *out,
+                                  struct accel_ckpt_tensor *flat, size_t *seq, char **head,
+                                  size_t *hlen, struct accel_error *err)
 {
     cJSON *doc = cJSON_CreateObject(), *ps = cJSON_AddObjectToObject(doc, "pieces");
     cJSON *user = cJSON_CreateObject();

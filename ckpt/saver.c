@@ -67,8 +67,8 @@ struct mem {
 
 struct accel_ckpt_saver {
     struct accel_ckpt_saver_opts o; /* root, local, owner owned */
-    char *local;                    /* the local tier: o.local/<the root's name>-<hash>; NULL: none */
-    struct ckpt__origin org;        /* recorded in every rank file this saver writes */
+    char *local;             /* the local tier: o.local/<the root's name>-<hash>; NULL: none */
+    struct ckpt__origin org; /* recorded in every rank file this saver writes */
     struct accel_ckpt_mem mem;
     int lock; /* rank 0: the root's lock */
     pthread_t thread;
@@ -465,8 +465,8 @@ static char *tier_path(const char *local, const char *root)
         at--;
     path = accel_malloc(strlen(local) + 1 + 64 + 1 + 16 + 1);
     if (path)
-        sprintf(path, "%s/%.*s-%016" PRIx64, local, (int)(len - at > 64 ? 64 : len - at),
-                root + at, (uint64_t)XXH3_64bits(root, len));
+        sprintf(path, "%s/%.*s-%016" PRIx64, local, (int)(len - at > 64 ? 64 : len - at), root + at,
+                (uint64_t)XXH3_64bits(root, len));
     return path;
 }
 
@@ -914,7 +914,6 @@ enum accel_err accel_ckpt_saver_save(struct accel_ckpt_saver *sv,
 
 /* ---------------------------------------------------------------- resuming */
 
-
 /* The save's metadata as this rank's local file of `step` recorded it
  * (rank 0 commits with it), into a new array of *n pairs. */
 static enum accel_err local_meta(struct accel_ckpt_saver *sv, unsigned long step,
@@ -999,8 +998,11 @@ static enum accel_err commit_local(struct accel_ckpt_saver *sv, unsigned long st
         local_bad = rc != ACCEL_ENOMEM;
     /* every rank's outcome, the least decides: 0 a local copy at fault,
      * 1 another failure, 2 copied */
-    arc = sv->o.min(sv->o.min_ctx, rc == ACCEL_OK ? 2 : local_bad ? 0 : 1, &least,
-                    rc == ACCEL_OK ? err : NULL);
+    arc = sv->o.min(sv->o.min_ctx,
+                    rc == ACCEL_OK ? 2
+                    : local_bad    ? 0
+                                   : 1,
+                    &least, rc == ACCEL_OK ? err : NULL);
     if (rc == ACCEL_OK && arc != ACCEL_OK)
         rc = arc;
     else if (rc == ACCEL_OK && least < 2)

@@ -110,110 +110,108 @@ short_run() {
     committed "$1" "$2" || return 1
     SHORT=$((SHORT + 1))
 }
-# sweep NAME LOCAL: every kill point of each rank's save of step 3
-sweep() {
-    local name=$1 lmode=$2 k r i n0=0 n2=0 n3=0 bad_at="" s m
-    local snap=$T/$name-snap w=$T/w lw
-    lw=$([ "$lmode" = - ] && echo - || echo "$w/local")
-    # made where the runs run (a root's local tier is named after its path)
-    rm -rf "$w"
-    if ! base "$w" "$lw"; then
-        bad "$name: steps 1 and 2 committed" "$(cat "$w/s1" "$w/s2")"
-        return
-    fi
-    rm -rf "$snap" && cp -a "$w" "$snap"
-    # how many calls each rank's save of step 3 makes
-    rm -f "$T/count".*
-    job "$T/$name-count" "$w/root" "$lw" 3 \
-        LD_PRELOAD="$FAULTFS" FAULTFS_ROOT="$w/root:$w/local" FAULTFS_COUNT="$T/count"
+# kill_each SNAP LW STEP JUDGE: each call of each rank's run of STEP (as
+# many as the counting run before it left in $T/count.R) killed in turn,
+# on a fresh copy of SNAP at $T/w; after each kill the run of STEP + 1,
+# which must resume and verify a step S, commit STEP + 1, and pass JUDGE S
+# M (M: the root's newest committed step after the kill).  Sets KILLED,
+# BAD_AT and TALLY[S] (the kills after which S was resumed).
+kill_each() {
+    local snap=$1 lw=$2 step=$3 judge=$4 w=$T/w k r i s m
+    KILLED=0 BAD_AT="" TALLY=()
     for r in 0 1; do
         k=$(cat "$T/count.$r" 2>/dev/null)
-        [ -n "$k" ] && [ "$k" -gt 0 ] || { bad "$name: rank $r's calls counted" "$(cat "$T/$name-count")"; return; }
+        if [ -z "$k" ] || [ "$k" -eq 0 ]; then
+            BAD_AT="$BAD_AT rank-$r's-calls-not-counted"
+            return
+        fi
         for i in $(seq 1 "$k"); do
             rm -rf "$w" && cp -a "$snap" "$w"
-            if job "$w/kill" "$w/root" "$lw" 3 LD_PRELOAD="$FAULTFS" FAULTFS_ROOT="$w/root:$w/local" \
+            if job "$w/kill" "$w/root" "$lw" "$step" LD_PRELOAD="$FAULTFS" FAULTFS_ROOT="$w/root:$w/local" \
                 FAULTFS_RANK=$r FAULTFS_AT="$i" FAULTFS_ACTION=kill; then
-                short_run "$w/kill" 3 && continue
-                bad_at="$bad_at r$r@$i(not killed)"
-                continue
-            fi
-            m=$(newest "$w/root") # step 3's manifest there: step 3 it must be
-            job "$w/after" "$w/root" "$lw" 4
-            s=$(resumed "$w/after")
-            if [ "$s" = 2 ] && [ "$m" = 2 ] && committed "$w/after" 4; then n2=$((n2 + 1))
-            elif [ "$s" = 3 ] && committed "$w/after" 4; then n3=$((n3 + 1))
-            else bad_at="$bad_at r$r@$i(resumed '${s}')"; cp "$w/kill" "$T/fail-kill"; cp "$w/after" "$T/fail-after"; fi
-            n0=$((n0 + 1))
-        done
-    done
-    if [ -z "$bad_at" ]; then
-        ok "$name: $n0 kill points (rank 0: $(cat "$T/count.0"), rank 1: $(cat "$T/count.1") calls): the resume found step 2 after $n2, step 3 after $n3 (committed before the kill, or from the local copies), each verified bit for bit (through the saver, and the root's own copy), and step 4 committed every time"
-    else
-        bad "$name: every kill point leaves step 2 or a committed step 3" "failed at:$bad_at
---- the first failure's runs:
-$(cat "$T/fail-kill" "$T/fail-after" 2>/dev/null | tail -n 20)"
-    fi
-    KILLS=$((KILLS + n0))
-}
-# sweep_resume: step 3 in the local tiers only (saved, then removed from
-# the root: a run that died before its copies reached it); the next run (resume, copy up and commit
-# of step 3, then the save of step 4) is killed at each of its calls in
-# turn; the run after that resumes the root's newest step, or step 3 from
-# the local copies, never an older one, and commits step 5
-sweep_resume() {
-    local snap=$T/rs-snap w=$T/w k r i n0=0 bad_at="" s m
-    # made where the runs run (a root's local tier is named after its path)
-    rm -rf "$w"
-    if ! base "$w" "$w/local"; then bad "resume: steps 1 and 2 committed"; return; fi
-    # step 3 saved, then gone from the root: as if no copy had reached it
-    job "$w/dead" "$w/root" "$w/local" 3
-    rm -rf "$w/root/step-00000003"
-    set -- "$w"/local/*/step-00000003/rank-0000[01]-of-00002.safetensors
-    if ! committed "$w/dead" 3 || [ $# != 2 ] || [ ! -e "$1" ]; then
-        bad "resume: step 3 in the local tiers only" "$(cat "$w/dead"; ls -R "$w" | head -30)"
-        return
-    fi
-    rm -rf "$snap" && cp -a "$w" "$snap"
-    rm -f "$T/count".*
-    job "$T/rs-count" "$w/root" "$w/local" 4 LD_PRELOAD="$FAULTFS" FAULTFS_ROOT="$w/root:$w/local" FAULTFS_COUNT="$T/count"
-    if [ "$(resumed "$T/rs-count")" != 3 ]; then
-        bad "resume: step 3 committed from the local copies" "$(cat "$T/rs-count")"
-        return
-    fi
-    for r in 0 1; do
-        k=$(cat "$T/count.$r" 2>/dev/null)
-        [ -n "$k" ] && [ "$k" -gt 0 ] || { bad "resume: rank $r's calls counted" "$(cat "$T/rs-count")"; return; }
-        for i in $(seq 1 "$k"); do
-            rm -rf "$w" && cp -a "$snap" "$w"
-            if job "$w/kill" "$w/root" "$w/local" 4 LD_PRELOAD="$FAULTFS" FAULTFS_ROOT="$w/root:$w/local" \
-                FAULTFS_RANK=$r FAULTFS_AT="$i" FAULTFS_ACTION=kill; then
-                short_run "$w/kill" 4 && continue
-                bad_at="$bad_at r$r@$i(not killed)"
+                short_run "$w/kill" "$step" || BAD_AT="$BAD_AT r$r@$i(not killed)"
                 continue
             fi
             m=$(newest "$w/root")
-            job "$w/after" "$w/root" "$w/local" 5
+            job "$w/after" "$w/root" "$lw" $((step + 1))
             s=$(resumed "$w/after")
-            if [ -n "$s" ] && [ "$s" -ge "$m" ] && [ "$s" -ge 3 ] && committed "$w/after" 5; then
-                eval "got_$s=\$((got_$s + 1))"
+            if [ -n "$s" ] && committed "$w/after" $((step + 1)) && "$judge" "$s" "$m"; then
+                TALLY[s]=$((${TALLY[s]:-0} + 1))
             else
-                bad_at="$bad_at r$r@$i(newest $m, resumed '${s}')"
+                BAD_AT="$BAD_AT r$r@$i(newest $m, resumed '$s')"
                 cp "$w/kill" "$T/fail-kill"
                 cp "$w/after" "$T/fail-after"
             fi
-            n0=$((n0 + 1))
+            KILLED=$((KILLED + 1))
         done
     done
-    if [ -z "$bad_at" ]; then
-        ok "resume: $n0 kill points in the run that commits step 3 from the local copies and saves step 4 (rank 0: $(cat "$T/count.0"), rank 1: $(cat "$T/count.1") calls): the next run resumed step 3 after $got_3, step 4 after $got_4 (never step 2: the local copies outlive every crash until committed), verified, and committed step 5"
+}
+
+# snapshot NAME LW STEP: $T/w (steps 1 and 2 committed, or more) copied to
+# $T/NAME-snap, then a run of STEP there counting each rank's calls;
+# false, the run's output in $T/NAME-count, when it does not commit STEP.
+# Made where the runs run: a root's local tier is named after its path.
+snapshot() {
+    rm -rf "$T/$1-snap" && cp -a "$T/w" "$T/$1-snap"
+    rm -f "$T/count".*
+    job "$T/$1-count" "$T/w/root" "$2" "$3" \
+        LD_PRELOAD="$FAULTFS" FAULTFS_ROOT="$T/w/root:$T/w/local" FAULTFS_COUNT="$T/count" &&
+        committed "$T/$1-count" "$3"
+}
+
+# the verdict of a kill sweep NAME: BAD_AT empty, or the first failure
+sweep_verdict() {
+    if [ -z "$BAD_AT" ]; then
+        ok "$1: $KILLED kill points (rank 0: $(cat "$T/count.0"), rank 1: $(cat "$T/count.1") calls): $2"
     else
-        bad "resume: every kill point leaves step 3 (or 4) to resume" "failed at:$bad_at
+        bad "$1: every kill point $3" "failed at:$BAD_AT
 --- the first failure's runs:
 $(cat "$T/fail-kill" "$T/fail-after" 2>/dev/null | tail -n 20)"
     fi
-    KILLS=$((KILLS + n0))
+    KILLS=$((KILLS + KILLED))
 }
-got_3=0 got_4=0
+
+# sweep NAME LOCAL: the save of step 3 killed at each call; the resume
+# finds step 2 (only when no step-3 manifest was left) or step 3
+judge_save() { [ "$1" = 3 ] || { [ "$1" = 2 ] && [ "$2" = 2 ]; }; }
+sweep() {
+    local name=$1 lw
+    lw=$([ "$2" = - ] && echo - || echo "$T/w/local")
+    rm -rf "$T/w"
+    if ! base "$T/w" "$lw" || ! snapshot "$name" "$lw" 3; then
+        bad "$name: steps 1, 2 and 3 committed" "$(cat "$T/w/s1" "$T/w/s2" "$T/$name-count" 2>/dev/null)"
+        return
+    fi
+    kill_each "$T/$name-snap" "$lw" 3 judge_save
+    sweep_verdict "$name" "the resume found step 2 after ${TALLY[2]:-0}, step 3 after ${TALLY[3]:-0} (committed before the kill, or from the local copies), each verified bit for bit (through the saver, and the root's own copy), and step 4 committed every time" \
+        "leaves step 2 or a committed step 3"
+}
+
+# sweep_resume: step 3 in the local tiers only (saved, then removed from
+# the root: a run that died before its copies reached it); the next run
+# (resume, copy up and commit of step 3, then the save of step 4) killed at
+# each call; the run after it resumes step 3 or newer (never step 2: the
+# local copies outlive every crash until committed) and commits step 5
+judge_resume() { [ "$1" -ge "$2" ] && [ "$1" -ge 3 ]; }
+sweep_resume() {
+    local w=$T/w
+    rm -rf "$w"
+    if ! base "$w" "$w/local" || ! job "$w/dead" "$w/root" "$w/local" 3 || ! committed "$w/dead" 3; then
+        bad "resume: steps 1, 2 and 3 committed" "$(cat "$w/s1" "$w/s2" "$w/dead" 2>/dev/null)"
+        return
+    fi
+    rm -rf "$w/root/step-00000003"
+    set -- "$w"/local/*/step-00000003/rank-0000[01]-of-00002.safetensors
+    if [ $# != 2 ] || [ ! -e "$1" ] || ! snapshot resume "$w/local" 4 ||
+        [ "$(resumed "$T/resume-count")" != 3 ]; then
+        bad "resume: step 3, in the local tiers only, committed from them" "$(ls -R "$w" | head -30; cat "$T/resume-count" 2>/dev/null)"
+        return
+    fi
+    kill_each "$T/resume-snap" "$w/local" 4 judge_resume
+    sweep_verdict resume "in the run that commits step 3 from the local copies and saves step 4: the next run resumed step 3 after ${TALLY[3]:-0}, step 4 after ${TALLY[4]:-0} (never step 2), verified, and committed step 5" \
+        "leaves step 3 (or 4) to resume"
+}
+
 KILLS=0
 sweep "two tiers" local
 sweep "one tier" -

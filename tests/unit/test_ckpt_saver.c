@@ -256,14 +256,22 @@ static void failed_save(struct rank *r)
 
 /* ---------------------------------------------------------------- cases */
 
+/* A case's directory, its root (tmpdir/root) and tmpl's fields for it:
+ * that root, and a local tier per rank named local<r> when `local`. */
+static void start_case(char *root, size_t len, struct rank *tmpl, const char *local)
+{
+    test_mkdtemp(tmpdir, sizeof tmpdir, "saver");
+    snprintf(root, len, "%s/root", tmpdir);
+    tmpl->root = root;
+    tmpl->local = local;
+}
+
 TEST(lock_for_the_savers_life)
 {
     struct rank tmpl = {0}, out[MAXW], again[1];
     char root[300];
 
-    test_mkdtemp(tmpdir, sizeof tmpdir, "saver");
-    snprintf(root, sizeof root, "%s/root", tmpdir);
-    tmpl.root = root;
+    start_case(root, sizeof root, &tmpl, NULL);
     world_run(1, &tmpl, open_saver, out);
     ASSERT_ACCEL_OK(out[0].rc, &out[0].err);
     /* a second job's saver (here a second thread of this process) */
@@ -282,9 +290,7 @@ TEST(sync_and_async_saves)
     struct rank tmpl = {0}, out[MAXW];
     char root[300];
 
-    test_mkdtemp(tmpdir, sizeof tmpdir, "saver");
-    snprintf(root, sizeof root, "%s/root", tmpdir);
-    tmpl.root = root;
+    start_case(root, sizeof root, &tmpl, NULL);
     tmpl.keep = 3;
     world_run(3, &tmpl, sync_saves, out);
     for (unsigned r = 0; r < 3; r++)
@@ -439,10 +445,7 @@ TEST(two_tiers_and_resume)
     struct rank tmpl = {0}, out[MAXW];
     char root[300], path[600], file[64], saved[600];
 
-    test_mkdtemp(tmpdir, sizeof tmpdir, "saver");
-    snprintf(root, sizeof root, "%s/root", tmpdir);
-    tmpl.root = root;
-    tmpl.local = "local";
+    start_case(root, sizeof root, &tmpl, "local");
     world_run(2, &tmpl, two_tier_saves, out);
     each_ok(out, 2);
     check_step(root, 10, 10);
@@ -504,10 +507,7 @@ TEST(damaged_local_copy_is_not_committed)
     struct rank tmpl = {0}, out[MAXW];
     char root[300], path[600];
 
-    test_mkdtemp(tmpdir, sizeof tmpdir, "saver");
-    snprintf(root, sizeof root, "%s/root", tmpdir);
-    tmpl.root = root;
-    tmpl.local = "local";
+    start_case(root, sizeof root, &tmpl, "local");
     world_run(2, &tmpl, two_tier_saves, out);
     world_run(2, &tmpl, dies_before_commit, out);
     each_ok(out, 2);
@@ -533,11 +533,8 @@ TEST(node_lost_and_two_roots_share_a_local_directory)
     struct rank tmpl = {0}, out[MAXW];
     char root[300], root2[300], path[600];
 
-    test_mkdtemp(tmpdir, sizeof tmpdir, "saver");
-    snprintf(root, sizeof root, "%s/root", tmpdir);
+    start_case(root, sizeof root, &tmpl, "local");
     snprintf(root2, sizeof root2, "%s/root2", tmpdir);
-    tmpl.local = "local";
-    tmpl.root = root;
     world_run(2, &tmpl, two_tier_saves, out);
     each_ok(out, 2);
     tmpl.root = root2;
@@ -588,10 +585,7 @@ TEST(local_copies_of_other_runs_are_not_committed)
     struct rank tmpl = {0}, out[MAXW];
     char root[300], path[600], stash[600];
 
-    test_mkdtemp(tmpdir, sizeof tmpdir, "saver");
-    snprintf(root, sizeof root, "%s/root", tmpdir);
-    tmpl.root = root;
-    tmpl.local = "local";
+    start_case(root, sizeof root, &tmpl, "local");
     /* run A commits 10 and 20, dies with 30 in its local tiers; run B (on
      * other nodes) goes on from 20 and commits 25 */
     world_run(2, &tmpl, two_tier_saves, out);
@@ -687,9 +681,7 @@ TEST(failures_fail_every_rank)
     struct rank tmpl = {0}, out[MAXW];
     char root[300], path[600];
 
-    test_mkdtemp(tmpdir, sizeof tmpdir, "saver");
-    snprintf(root, sizeof root, "%s/root", tmpdir);
-    tmpl.root = root;
+    start_case(root, sizeof root, &tmpl, NULL);
     world_run(3, &tmpl, bad_open, out);
     ASSERT_ERR(out[1].rc, &out[1].err, ACCEL_EINVAL, "needs a root");
     ASSERT_ERR(out[0].rc, &out[0].err, ACCEL_EPEER, "could not open its saver");
