@@ -91,7 +91,7 @@ else
 HAVE_NCCL  := $(and $(wildcard $(NCCL_HOME)/include/nccl.h),$(wildcard $(CUDA_HOME)/include/cuda_runtime.h))
 endif
 RUNTIME_SRC := $(filter-out $(NCCL_SRC),$(wildcard core/bootstrap/*.c core/comm/*.c core/shard/*.c \
-                                                  ckpt/*.c))
+                                                  core/preflight/*.c ckpt/*.c))
 ifneq ($(HAVE_NCCL),)
 RUNTIME_SRC += $(NCCL_SRC)
 CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))

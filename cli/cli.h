@@ -20,6 +20,15 @@ int cli_env(int argc, char **argv);
 int cli_topo(int argc, char **argv);
 int cli_launch(int argc, char **argv);
 int cli_ckpt(int argc, char **argv);
+int cli_preflight(int argc, char **argv);
+
+struct accel_pf_opts;
+/* Runs the preflight on this machine with `pf`, records it under record_dir
+ * (NULL: no record; job NULL: $SLURM_JOB_ID, else local-<time>-<pid>),
+ * prints the table (or JSON) to `out`; returns CLI_EXIT_FINDINGS on a FAIL.
+ * `accelrun launch --preflight` calls it too. */
+int cli_preflight_run(const struct accel_pf_opts *pf, const char *record_dir, const char *job,
+                      bool json, FILE *out);
 
 /* Prints findings as "file:line:col: severity: key: message" lines. */
 void cli_print_diags(const struct accel_diags *d, FILE *out);
@@ -61,5 +70,6 @@ extern const char cli_env_usage[];
 extern const char cli_topo_usage[];
 extern const char cli_launch_usage[];
 extern const char cli_ckpt_usage[];
+extern const char cli_preflight_usage[];
 
 #endif

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "accel/env.h"
+#include "accel/preflight.h"
 #include "accel/topo.h"
 #include "cli.h"
 #include "procs.h"
@@ -28,7 +29,8 @@ const char cli_launch_usage[] =
     "usage: accelrun launch [--config FILE] [-n N] [--nnodes N --node-rank R]\n"
     "                       [--master-addr A] [--master-port P] [--site FILE]\n"
     "                       [--tee DIR] [--main-only] [--dry-run] [--topology-xml FILE]\n"
-    "                       [--grace SECONDS] [--accelerate-version V] -- CMD [ARG...]\n"
+    "                       [--grace SECONDS] [--accelerate-version V] [--preflight]\n"
+    "                       -- CMD [ARG...]\n"
     "\n"
     "Start this node's processes of an accelerate job, each with the environment\n"
     "`accelerate launch` + torchrun would give it, placed on the node's GPUs, NICs\n"
@@ -51,6 +53,9 @@ const char cli_launch_usage[] =
     "  --dry-run          print every rank's variables and CPUs; start nothing\n"
     "  --topology-xml F   plan on this hwloc XML instead of discovering the machine\n"
     "  --grace SECONDS    from SIGTERM to SIGKILL when ranks are stopped (default 10)\n"
+    "  --preflight        first check this node against the config (accelrun preflight,\n"
+    "                     with rank 0's environment; the table on stderr): on a FAIL\n"
+    "                     nothing starts and the exit status is 1\n"
     "  -h, --help         this text\n"
     "\n"
     "Output lines are prefixed with the rank (\"[3] ...\").  SIGINT, SIGTERM and SIGHUP\n"
@@ -62,7 +67,7 @@ const char cli_launch_usage[] =
 struct launch {
     const char *config, *site_path, *tee, *xml, *master_addr;
     unsigned version, nnodes, node_rank, nproc, master_port;
-    bool main_only, dry_run;
+    bool main_only, dry_run, preflight;
     double grace_s;
 };
 
@@ -110,6 +115,7 @@ static int parse(struct launch *l, int argc, char **argv)
                                          {"dry-run", no_argument, NULL, 'd'},
                                          {"topology-xml", required_argument, NULL, 'x'},
                                          {"grace", required_argument, NULL, 'g'},
+                                         {"preflight", no_argument, NULL, 'F'},
                                          CLI_SHARED_OPTIONS,
 
                                          {"help", no_argument, NULL, 'h'},
@@ -169,6 +175,9 @@ static int parse(struct launch *l, int argc, char **argv)
                 return CLI_EXIT_USAGE;
             l->grace_s = (double)n;
             break;
+        case 'F':
+            l->preflight = true;
+            break;
         case 'h':
             fputs(cli_launch_usage, stdout);
             return -1;
@@ -176,6 +185,11 @@ static int parse(struct launch *l, int argc, char **argv)
             fputs(cli_launch_usage, stderr);
             return CLI_EXIT_USAGE;
         }
+    }
+    if (l->preflight && l->config == NULL) {
+        fprintf(stderr, "accelrun launch: --preflight needs --config FILE (the config it "
+                        "checks)\n");
+        return CLI_EXIT_USAGE;
     }
     if (optind >= argc && !l->dry_run) {
         fprintf(stderr, "accelrun launch: no command to run (put it after --)\n\n%s",
@@ -378,6 +392,28 @@ static void print_rank(const struct launch *l, unsigned i, const struct accel_en
     }
 }
 
+/* --preflight: this node against the config, seeing what rank 0 will see
+ * of the network (its MASTER_ADDR and NCCL interface names, set here: the
+ * ranks get their own environments). */
+static int preflight(const struct launch *l, const struct accel_site *site, char **env0)
+{
+    static const char *const seen[] = {"MASTER_ADDR", "MASTER_PORT", "NCCL_SOCKET_IFNAME",
+                                       "NCCL_IB_HCA"};
+    struct accel_pf_opts pf = {.config = l->config, .site = site, .procs_per_node = l->nproc};
+    int status;
+
+    for (size_t k = 0; k < sizeof(seen) / sizeof(seen[0]); k++) {
+        size_t len = strlen(seen[k]);
+        for (char **e = env0; e && *e; e++)
+            if (strncmp(*e, seen[k], len) == 0 && (*e)[len] == '=')
+                setenv(seen[k], *e + len + 1, 1);
+    }
+    status = cli_preflight_run(&pf, getenv("ACCELRUN_PREFLIGHT_DIR"), NULL, false, stderr);
+    if (status == CLI_EXIT_FINDINGS)
+        fprintf(stderr, "accelrun launch: preflight failed: no rank started\n");
+    return status;
+}
+
 int cli_launch(int argc, char **argv)
 {
     static char prog_name[] = "accelrun launch";
@@ -469,6 +505,11 @@ int cli_launch(int argc, char **argv)
             status = CLI_EXIT_USAGE;
             goto out;
         }
+    }
+    if (!l.dry_run && l.preflight) {
+        status = preflight(&l, l.site_path ? &site : NULL, envps[0]);
+        if (status != CLI_EXIT_OK)
+            goto out;
     }
     if (!l.dry_run) {
         struct procs_opts po = {l.nproc,       (l.node_rank - 1) * l.nproc,

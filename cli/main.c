@@ -25,13 +25,17 @@ static const char usage[] =
     "               switch order of a job's nodes\n"
     "  ckpt         list, show, verify and consolidate sharded checkpoints (ls, show,\n"
     "               verify, consolidate into the Hugging Face safetensors layout)\n"
+    "  preflight FILE\n"
+    "               check this machine before a job runs: versions of the job's Python\n"
+    "               and GPUs, the config against the installed accelerate, imports,\n"
+    "               GPUs and precision, network names; one PASS/WARN/FAIL table\n"
     "  help         this text; `accelrun COMMAND --help` for a command\n"
     "  version      print the version\n"
     "\n"
     "Exit status: 0 success, 1 the config (or checkpoint) has errors, 2 usage or file\n"
     "problems.\n"
     "Docs: docs/accelrun-check.md, docs/accelrun-env.md, docs/accelrun-topo.md,\n"
-    "      docs/accelrun-launch.md, docs/accelrun-ckpt.md,\n"
+    "      docs/accelrun-launch.md, docs/accelrun-ckpt.md, docs/preflight.md,\n"
     "      docs/spank-plugin.md, docs/config-site.md, docs/differences.md\n";
 
 static void log_stderr(void *ctx, enum accel_log_level level, const char *line)
@@ -61,6 +65,8 @@ int main(int argc, char **argv)
         return cli_topo(argc - 1, argv + 1);
     if (strcmp(cmd, "ckpt") == 0)
         return cli_ckpt(argc - 1, argv + 1);
+    if (strcmp(cmd, "preflight") == 0)
+        return cli_preflight(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         fputs(usage, stdout);
         return CLI_EXIT_OK;

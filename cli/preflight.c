@@ -1,0 +1,185 @@
+/*
+ * preflight.c: `accelrun preflight FILE` runs the upgrade checklist on this
+ * machine (core/preflight: versions, the config against the installed
+ * accelerate, imports, hardware, network), prints one table and exits 1 on
+ * any FAIL.  `accelrun launch --preflight` and the plugin's
+ * --accel-preflight run the same checks.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "accel/preflight.h"
+#include "cli.h"
+
+const char cli_preflight_usage[] =
+    "usage: accelrun preflight FILE [--python PATH] [--import MODULE]... [--json]\n"
+    "                          [--site FILE] [--record-dir DIR [--job ID]]\n"
+    "                          [--procs-per-node N] [--timeout SECONDS]\n"
+    "\n"
+    "Check this machine against an accelerate config before a job runs there: the\n"
+    "versions of the job's Python (python, torch with its CUDA and NCCL, accelerate,\n"
+    "transformers, peft, deepspeed) and of the NVIDIA driver and GPUs; the config\n"
+    "against the schema of the accelerate installed here; imports in a clean process\n"
+    "and from several threads at once; GPUs against processes, mixed precision against\n"
+    "compute capability, free GPU memory; NCCL_SOCKET_IFNAME, NCCL_IB_HCA and\n"
+    "MASTER_ADDR against what this machine has.  One line per check: PASS, WARN or\n"
+    "FAIL and the reason.\n"
+    "\n"
+    "  --python PATH        the job's Python (default: the first python or python3\n"
+    "                       on PATH)\n"
+    "  --import MODULE      import MODULE too, alone and beside the others (up to 8)\n"
+    "  --record-dir DIR     keep this run's versions in DIR (one JSON lock per job)\n"
+    "                       and report drift from the previous run of FILE\n"
+    "                       (default: $ACCELRUN_PREFLIGHT_DIR, else no record)\n"
+    "  --job ID             the record's name (default: $SLURM_JOB_ID, else\n"
+    "                       local-<time>-<pid>)\n"
+    "  --procs-per-node N   processes this machine will run (default: from FILE)\n"
+    "  --timeout SECONDS    for each Python process (default 60)\n"
+    "  --site FILE          apply the site policy\n"
+    "  --json               print {\"result\", \"nodes\": [{host, versions, checks}]}\n"
+    "  -h, --help           this text\n"
+    "\n"
+    "Exit status: 0 no FAIL (warnings allowed), 1 a check failed, 2 usage or an\n"
+    "unreadable file.\n";
+
+static char prog_name[] = "accelrun preflight";
+
+struct args {
+    struct accel_pf_opts pf;
+    const char *site_path, *record_dir, *job;
+    bool json;
+};
+
+static int parse(int argc, char **argv, struct args *a)
+{
+    static const struct option opts[] = {{"python", required_argument, NULL, 'p'},
+                                         {"import", required_argument, NULL, 'i'},
+                                         {"record-dir", required_argument, NULL, 'r'},
+                                         {"job", required_argument, NULL, 'J'},
+                                         {"procs-per-node", required_argument, NULL, 'n'},
+                                         {"timeout", required_argument, NULL, 't'},
+                                         {"site", required_argument, NULL, 's'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    unsigned long n;
+    int c;
+
+    argv[0] = prog_name;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'p':
+            a->pf.python = optarg;
+            break;
+        case 'i':
+            if (a->pf.nimports == ACCEL_PF_MAX_IMPORTS) {
+                fprintf(stderr, "accelrun preflight: --import: at most %d modules\n",
+                        ACCEL_PF_MAX_IMPORTS);
+                return CLI_EXIT_USAGE;
+            }
+            a->pf.imports[a->pf.nimports++] = optarg;
+            break;
+        case 'r':
+            a->record_dir = optarg;
+            break;
+        case 'J':
+            a->job = optarg;
+            break;
+        case 'n':
+            if (!cli_parse_uint("--procs-per-node", optarg, 1, 4096, &n))
+                return CLI_EXIT_USAGE;
+            a->pf.procs_per_node = (unsigned)n;
+            break;
+        case 't':
+            if (!cli_parse_uint("--timeout", optarg, 1, 3600, &n))
+                return CLI_EXIT_USAGE;
+            a->pf.timeout_ms = (unsigned)n * 1000u;
+            break;
+        case 's':
+            a->site_path = optarg;
+            break;
+        case 'j':
+            a->json = true;
+            break;
+        case 'h':
+            fputs(cli_preflight_usage, stdout);
+            return -1;
+        default:
+            fputs(cli_preflight_usage, stderr);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "accelrun preflight: expected one config FILE\n\n%s", cli_preflight_usage);
+        return CLI_EXIT_USAGE;
+    }
+    a->pf.config = argv[optind];
+    if (!a->record_dir)
+        a->record_dir = getenv("ACCELRUN_PREFLIGHT_DIR");
+    return CLI_EXIT_OK;
+}
+
+int cli_preflight_run(const struct accel_pf_opts *pf, const char *record_dir, const char *job,
+                      bool json, FILE *out)
+{
+    struct accel_pf_node node;
+    struct accel_error err;
+    char local[64];
+
+    accel_error_clear(&err);
+    if (access(pf->config, R_OK) != 0) {
+        fprintf(stderr, "accelrun preflight: couldn't read %s: %s\n", pf->config, strerror(errno));
+        return CLI_EXIT_USAGE;
+    }
+    if (accel_pf_check_node(&node, pf, &err) != ACCEL_OK) {
+        fprintf(stderr, "accelrun preflight: %s\n", err.msg);
+        return CLI_EXIT_USAGE;
+    }
+    if (record_dir && *record_dir) {
+        if (!job)
+            job = getenv("SLURM_JOB_ID");
+        if (!job || !*job) {
+            snprintf(local, sizeof(local), "local-%lld-%d", (long long)time(NULL), (int)getpid());
+            job = local;
+        }
+        if (accel_pf_record(record_dir, pf->config, job, &node, 1, &err) != ACCEL_OK)
+            fprintf(stderr, "accelrun preflight: warning: %s\n", err.msg);
+    }
+    if (json) {
+        char *s = accel_pf_to_json(&node, 1);
+        if (!s) {
+            fputs("accelrun preflight: out of memory\n", stderr);
+            return CLI_EXIT_USAGE;
+        }
+        fprintf(out, "%s\n", s);
+        free(s);
+    } else {
+        accel_pf_print(&node, 1, pf->config, out);
+    }
+    return accel_pf_worst(&node, 1) == ACCEL_PF_FAIL ? CLI_EXIT_FINDINGS : CLI_EXIT_OK;
+}
+
+int cli_preflight(int argc, char **argv)
+{
+    struct args a;
+    struct accel_site site;
+    int status;
+
+    memset(&a, 0, sizeof(a));
+    status = parse(argc, argv, &a);
+    if (status != CLI_EXIT_OK)
+        return status < 0 ? CLI_EXIT_OK : status;
+    status = cli_load_site(a.site_path, 0, &site, a.json, stdout);
+    if (status != CLI_EXIT_OK)
+        return status;
+    a.pf.site = a.site_path ? &site : NULL;
+    status = cli_preflight_run(&a.pf, a.record_dir, a.job, a.json, stdout);
+    accel_site_free(&site);
+    return status;
+}

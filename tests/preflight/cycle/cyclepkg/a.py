@@ -1,0 +1,2 @@
+A = 1
+from cyclepkg.b import B  # noqa: E402,F401

@@ -1,0 +1,3 @@
+from cyclepkg.a import A  # noqa: F401
+
+B = 2
