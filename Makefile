@@ -291,6 +291,17 @@ test-ckpt-faults: $(CLI) $(CKPT_CRASH) $(FAULTFS)
 	$(Q)bash tests/ckpt/faults.sh $(BUILD)
 .PHONY: test-ckpt-faults
 
+# tests/preflight/run.sh's stand-in for NVIDIA's libnvidia-ml.so.1 (test
+# code, never installed; tests/gpu/run.sh checks the real one).
+FAKENVML := $(BUILD)/tests/fakenvml/libnvidia-ml.so.1
+$(FAKENVML): tests/preflight/fakenvml.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) -std=gnu11 -O2 -g -Wall -Wextra -fPIC -shared -Wl,-soname,libnvidia-ml.so.1 -o $@ $<
+test-preflight: $(CLI) $(FAKENVML)
+	$(Q)bash tests/preflight/run.sh $(BUILD)
+.PHONY: test-preflight
+
 # ---------------------------------------------------------------- tests
 deps:
 	$(Q)sh scripts/deps.sh test
@@ -312,6 +323,7 @@ test: deps
 	$(Q)sh tests/cli/run.sh $(CLI)
 	$(Q)bash tests/ckpt/interop.sh $(BUILD)
 	$(Q)$(MAKE) --no-print-directory test-ckpt-faults
+	$(Q)$(MAKE) --no-print-directory test-preflight
 	$(Q)bash tests/examples/run.sh $(BUILD)
 	$(Q)bash tests/examples/cuda_emu/run.sh $(BUILD) --train 5
 	$(Q)sh tests/install/run.sh

@@ -141,8 +141,8 @@ static void versions_row(struct accel_pf_node *node, const char *gpu_why, const 
         const char *missing = !v->pkg[ACCEL_PF_ACCELERATE][0] ? "accelerate" : "torch";
         pf__row(node, "versions", ACCEL_PF_FAIL,
                 "%s is not installed for %s (python %s): `%s -m pip install %s`, or put the "
-                "job's environment first on PATH",
-                missing, v->python_path, v->python, v->python_path, missing);
+                "job's environment first on PATH%s",
+                missing, v->python_path, v->python, v->python_path, missing, gpus);
         return;
     }
     pf__row(node, "versions", terr ? ACCEL_PF_FAIL : ACCEL_PF_PASS,
