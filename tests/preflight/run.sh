@@ -13,6 +13,7 @@ set -u
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+# shellcheck disable=SC2034  # tap.sh reads it
 TAP_NAME=preflight
 # shellcheck source=tests/lib/tap.sh
 . "$here/../lib/tap.sh"
