@@ -29,8 +29,11 @@ bool pf__version_number(const char *text, unsigned *out)
 
     for (int i = 0; i < 3; i++) {
         char *end;
-        if (!isdigit((unsigned char)*s))
-            return i >= 2; /* "1.16" is 1.16.0 */
+        if (!isdigit((unsigned char)*s)) {
+            if (i < 2)
+                return false;
+            break; /* "1.16.x": 1.16.0 */
+        }
         part[i] = strtoul(s, &end, 10);
         if (part[i] > 99)
             return false;

@@ -3,6 +3,7 @@
  * and check) and the JSON of nodes: what `--json` prints, what a node sends
  * to the one that prints, and (versions only) what a record keeps.
  */
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,6 +200,17 @@ bool pf__versions_from_json(struct accel_pf_versions *v, const void *json)
     return true;
 }
 
+/* A host name as gethostname gives one: letters, digits, '-', '_', '.'. */
+static bool host_name(const char *h)
+{
+    if (!h[0])
+        return false;
+    for (; *h; h++)
+        if (!isalnum((unsigned char)*h) && *h != '-' && *h != '_' && *h != '.')
+            return false;
+    return true;
+}
+
 enum accel_err accel_pf_node_from_json(struct accel_pf_node *node, const char *text, size_t len,
                                        struct accel_error *err)
 {
@@ -207,6 +219,7 @@ enum accel_err accel_pf_node_from_json(struct accel_pf_node *node, const char *t
 
     memset(node, 0, sizeof(*node));
     if (!cJSON_IsObject(o) || !take(node->host, sizeof(node->host), o, "host") ||
+        !host_name(node->host) ||
         !pf__versions_from_json(&node->v, cJSON_GetObjectItemCaseSensitive(o, "versions")) ||
         !cJSON_IsArray(checks)) {
         cJSON_Delete(o);
