@@ -168,7 +168,7 @@ SLURM_PLUGINDIR ?= /usr/lib/$(MULTIARCH)/slurm-wlm
 
 
 
-.PHONY: print-cuda-cflags print-cuda-libs bench-bins bench-run spank test-slurm test-fresh all test unit golden fuzz-replay demo install uninstall fuzz oracle bench clean deps \
+.PHONY: print-cuda-cflags print-cuda-libs bench-bins bench-run spank test-slurm test-slurm-preflight test-fresh all test unit golden fuzz-replay demo install uninstall fuzz oracle bench clean deps \
         format-check check
 .DEFAULT_GOAL := all
 .SECONDARY:
@@ -187,6 +187,10 @@ else
 spank:
 	@echo "  SKIP    spank/accelrun.so: no /usr/include/slurm/spank.h (apt-get install libslurm-dev)"
 endif
+
+# The preflight's helper, which the plugin runs in each task (plugstack
+# accelrun=/PATH overrides it).
+$(BUILD)/obj/spank/preflight.o: override CFLAGS += -DACCELRUN_BIN='"$(PREFIX)/bin/accelrun"'
 
 # The plugin: library objects linked in; the version script exports only
 # Slurm's symbols; libslurm is never linked (slurmstepd provides slurm_*).
@@ -330,11 +334,16 @@ test: deps
 	$(Q)$(MAKE) --no-print-directory test-webhook
 	$(Q)$(MAKE) --no-print-directory test-deb
 	$(Q)$(MAKE) --no-print-directory test-slurm
+	$(Q)$(MAKE) --no-print-directory test-slurm-preflight
 	$(Q)bash tests/slurm/deb.sh $(BUILD)/deb
 
 # The two-node Slurm lab (root, network namespaces; says SKIP and why elsewhere).
 test-slurm: all $(PROG_BIN)
 	$(Q)bash tests/slurm/run.sh $(SPANK_SO) $(CLI) $(BUILD)/tests/comm_check
+
+# srun --accel-preflight in the two-node lab, with real accelerate stacks.
+test-slurm-preflight: all
+	$(Q)bash tests/slurm/preflight.sh $(SPANK_SO) $(CLI)
 
 check: test
 

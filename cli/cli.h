@@ -30,6 +30,10 @@ struct accel_pf_opts;
 int cli_preflight_run(const struct accel_pf_opts *pf, const char *record_dir, const char *job,
                       bool json, FILE *out);
 
+/* `accelrun preflight --task`: this task's part of a job's preflight
+ * (cli/preflight_job.c); rank 0 prints the table.  0: start the program. */
+int cli_preflight_job(const struct accel_pf_opts *pf, const char *record_dir, bool full);
+
 /* Prints findings as "file:line:col: severity: key: message" lines. */
 void cli_print_diags(const struct accel_diags *d, FILE *out);
 

@@ -20,6 +20,7 @@ const char cli_preflight_usage[] =
     "usage: accelrun preflight FILE [--python PATH] [--import MODULE]... [--json]\n"
     "                          [--site FILE] [--record-dir DIR [--job ID]]\n"
     "                          [--procs-per-node N] [--timeout SECONDS]\n"
+    "       accelrun preflight --task [--full] FILE [same options]\n"
     "\n"
     "Check this machine against an accelerate config before a job runs there: the\n"
     "versions of the job's Python (python, torch with its CUDA and NCCL, accelerate,\n"
@@ -32,7 +33,8 @@ const char cli_preflight_usage[] =
     "\n"
     "  --python PATH        the job's Python (default: the first python or python3\n"
     "                       on PATH)\n"
-    "  --import MODULE      import MODULE too, alone and beside the others (up to 8)\n"
+    "  --import MODULE      import MODULE too, alone and beside the others (up to 8;\n"
+    "                       default: the comma list $ACCELRUN_PREFLIGHT_IMPORTS)\n"
     "  --record-dir DIR     keep this run's versions in DIR (one JSON lock per job)\n"
     "                       and report drift from the previous run of FILE\n"
     "                       (default: $ACCELRUN_PREFLIGHT_DIR, else no record)\n"
@@ -42,6 +44,11 @@ const char cli_preflight_usage[] =
     "  --timeout SECONDS    for each Python process (default 60)\n"
     "  --site FILE          apply the site policy\n"
     "  --json               print {\"result\", \"nodes\": [{host, versions, checks}]}\n"
+    "  --task               one task of a job (what srun --accel-preflight runs in\n"
+    "                       every task): the tasks meet at MASTER_ADDR:MASTER_PORT,\n"
+    "                       each node's first task checks its node, rank 0 prints\n"
+    "                       one table for all nodes; exit 1 everywhere on a FAIL\n"
+    "  --full               with --task: also a small all_reduce across all tasks\n"
     "  -h, --help           this text\n"
     "\n"
     "Exit status: 0 no FAIL (warnings allowed), 1 a check failed, 2 usage or an\n"
@@ -52,7 +59,7 @@ static char prog_name[] = "accelrun preflight";
 struct args {
     struct accel_pf_opts pf;
     const char *site_path, *record_dir, *job;
-    bool json;
+    bool json, in_job, full;
 };
 
 static int parse(int argc, char **argv, struct args *a)
@@ -65,6 +72,8 @@ static int parse(int argc, char **argv, struct args *a)
                                          {"timeout", required_argument, NULL, 't'},
                                          {"site", required_argument, NULL, 's'},
                                          {"json", no_argument, NULL, 'j'},
+                                         {"task", no_argument, NULL, 'B'},
+                                         {"full", no_argument, NULL, 'f'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     unsigned long n;
@@ -107,6 +116,12 @@ static int parse(int argc, char **argv, struct args *a)
         case 'j':
             a->json = true;
             break;
+        case 'B':
+            a->in_job = true;
+            break;
+        case 'f':
+            a->full = true;
+            break;
         case 'h':
             fputs(cli_preflight_usage, stdout);
             return -1;
@@ -119,7 +134,20 @@ static int parse(int argc, char **argv, struct args *a)
         fprintf(stderr, "accelrun preflight: expected one config FILE\n\n%s", cli_preflight_usage);
         return CLI_EXIT_USAGE;
     }
+    if (a->full && !a->in_job) {
+        fprintf(stderr, "accelrun preflight: --full is for --task (a job's tasks)\n");
+        return CLI_EXIT_USAGE;
+    }
     a->pf.config = argv[optind];
+    if (a->pf.nimports == 0 && getenv("ACCELRUN_PREFLIGHT_IMPORTS")) {
+        /* the job's own packages, named in its environment (srun --export) */
+        static char list[1024];
+        char *save = NULL;
+        snprintf(list, sizeof(list), "%s", getenv("ACCELRUN_PREFLIGHT_IMPORTS"));
+        for (char *m = strtok_r(list, ", ", &save); m && a->pf.nimports < ACCEL_PF_MAX_IMPORTS;
+             m = strtok_r(NULL, ", ", &save))
+            a->pf.imports[a->pf.nimports++] = m;
+    }
     if (!a->record_dir)
         a->record_dir = getenv("ACCELRUN_PREFLIGHT_DIR");
     return CLI_EXIT_OK;
@@ -179,7 +207,10 @@ int cli_preflight(int argc, char **argv)
     if (status != CLI_EXIT_OK)
         return status;
     a.pf.site = a.site_path ? &site : NULL;
-    status = cli_preflight_run(&a.pf, a.record_dir, a.job, a.json, stdout);
+    if (a.in_job)
+        status = cli_preflight_job(&a.pf, a.record_dir, a.full);
+    else
+        status = cli_preflight_run(&a.pf, a.record_dir, a.job, a.json, stdout);
     accel_site_free(&site);
     return status;
 }

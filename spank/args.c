@@ -4,6 +4,7 @@
  * quoting, so values cannot contain spaces.
  *
  *   required accelrun.so site=/etc/accelrun/site.yaml port_base=29500 port_range=1000
+ *                        accelrun=/usr/bin/accelrun preflight_dir=/shared/accelrun/preflight
  */
 #include <errno.h>
 #include <stdio.h>
@@ -35,6 +36,8 @@ void plugin_args_parse(struct plugin_args *args, int ac, char **av)
     args->port_range = ACCEL_PORT_RANGE_DEFAULT;
     args->error[0] = '\0';
     args->ports_given = false;
+    args->accelrun[0] = '\0';
+    args->preflight_dir[0] = '\0';
     for (int i = 0; i < ac; i++) {
         const char *a = av[i];
         if (strncmp(a, "site=", 5) == 0 && a[5] == '/' && strlen(a + 5) < sizeof(args->site)) {
@@ -45,6 +48,12 @@ void plugin_args_parse(struct plugin_args *args, int ac, char **av)
         } else if (strncmp(a, "topology=", 9) == 0 && a[9] == '/' &&
                    strlen(a + 9) < sizeof(args->topology)) {
             snprintf(args->topology, sizeof(args->topology), "%s", a + 9);
+        } else if (strncmp(a, "accelrun=", 9) == 0 && a[9] == '/' &&
+                   strlen(a + 9) < sizeof(args->accelrun)) {
+            snprintf(args->accelrun, sizeof(args->accelrun), "%s", a + 9);
+        } else if (strncmp(a, "preflight_dir=", 14) == 0 && a[14] == '/' &&
+                   strlen(a + 14) < sizeof(args->preflight_dir)) {
+            snprintf(args->preflight_dir, sizeof(args->preflight_dir), "%s", a + 14);
         } else if (strncmp(a, "port_base=", 10) == 0 &&
                    parse_port(a + 10, 1024, 65535, &args->port_base)) {
             args->ports_given = true;
@@ -55,7 +64,7 @@ void plugin_args_parse(struct plugin_args *args, int ac, char **av)
             snprintf(args->error, sizeof(args->error),
                      "plugstack.conf: bad argument '%.200s' (known: site=/ABSOLUTE/PATH, "
                      "topology=/ABSOLUTE/PATH, topology_xml=/ABSOLUTE/PATH, port_base=1024..65535, "
-                     "port_range=1..64512)",
+                     "port_range=1..64512, accelrun=/ABSOLUTE/PATH, preflight_dir=/ABSOLUTE/PATH)",
                      a);
             return;
         }

@@ -27,21 +27,25 @@
 #define MAX_ERROR_TEXT 8192
 
 struct plugin_args {
-    char site[MAX_PATH_ARG];     /* site=FILE, "" = none */
-    char topology[MAX_PATH_ARG]; /* topology=FILE, "" = next to slurm.conf */
-    char topology_xml[MAX_PATH_ARG]; /* topology_xml=FILE: hwloc XML instead of discovery */
-    unsigned port_base;      /* port_base= */
-    unsigned port_range;     /* port_range= */
-    bool ports_given;        /* either was on the plugstack line: it beats the site file */
-    char error[512];         /* a bad argument: "" when all were fine */
+    char site[MAX_PATH_ARG];          /* site=FILE, "" = none */
+    char topology[MAX_PATH_ARG];      /* topology=FILE, "" = next to slurm.conf */
+    char topology_xml[MAX_PATH_ARG];  /* topology_xml=FILE: hwloc XML instead of discovery */
+    unsigned port_base;               /* port_base= */
+    unsigned port_range;              /* port_range= */
+    bool ports_given;                 /* either was on the plugstack line: it beats the site file */
+    char accelrun[MAX_PATH_ARG];      /* accelrun=FILE: the preflight's helper, "" = built in */
+    char preflight_dir[MAX_PATH_ARG]; /* preflight_dir=DIR: version records, "" = none */
+    char error[512];                  /* a bad argument: "" when all were fine */
 };
 
 /* Everything the plugin keeps between callbacks of one process. */
 struct plugin_state {
     struct plugin_args args;
-    char *config_path; /* --accel-config, last value wins; NULL = not used */
-    bool skip_step;    /* batch, extern or interactive step */
-    bool loaded;       /* cfg and site are valid */
+    char *config_path;             /* --accel-config, last value wins; NULL = not used */
+    char config_abs[MAX_PATH_ARG]; /* its absolute path (user_init, as the user) */
+    int preflight;                 /* --accel-preflight: 0 no, 1 yes, 2 =full */
+    bool skip_step;                /* batch, extern or interactive step */
+    bool loaded;                   /* cfg and site are valid */
     struct accel_site site;
     struct accel_cfg cfg;
     struct accel_topo topo; /* this node, for GPU order (placement.c) */
@@ -85,6 +89,10 @@ void plugin_bind_cpus(spank_t sp, const char *cpus, uint32_t rank);
 
 /* options.c */
 int plugin_options_register(spank_t sp);
+
+/* preflight.c: runs `accelrun preflight --task` for this task (task_init,
+ * the environment complete) and relays its output; 0 = start the program. */
+int plugin_preflight_task(spank_t sp, uint32_t rank);
 
 /* stepd.c: remote context */
 int plugin_stepd_init(spank_t sp);

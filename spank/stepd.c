@@ -199,6 +199,10 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     }
     accel_diags_sort(&d);
     keep(&d, ACCEL_SEV_WARNING, plugin.warnings, sizeof(plugin.warnings));
+    /* the preflight's helper runs in the task: hand it a path that does not
+     * depend on the working directory (resolved here, as the user) */
+    if (realpath(plugin.config_path, plugin.config_abs) == NULL)
+        snprintf(plugin.config_abs, sizeof(plugin.config_abs), "%s", plugin.config_path);
     accel_diags_free(&d);
     plugin.loaded = true;
 
@@ -312,6 +316,11 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 
     (void)ac;
     (void)av;
+    if (plugin.config_path == NULL && plugin.preflight && !plugin.skip_step) {
+        get_u32(sp, S_TASK_GLOBAL_ID, &rank);
+        return fail_task(rank, PLUGIN_NAME ": --accel-preflight checks the --accel-config file: "
+                                           "give both");
+    }
     if (plugin.config_path == NULL || plugin.skip_step)
         return 0;
     get_u32(sp, S_TASK_GLOBAL_ID, &rank);
@@ -418,6 +427,9 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     }
     if (placed && plugin.site.cpu_binding)
         plugin_bind_cpus(sp, place.cpus, rank);
+    /* last: the preflight sees the task's final environment */
+    if (plugin.preflight && plugin_preflight_task(sp, rank) != 0)
+        goto out;
     rc = 0;
 out:
     free(ranks);

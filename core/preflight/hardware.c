@@ -41,23 +41,26 @@ static void gpus_row(struct accel_pf_node *node, const struct accel_cfg *cfg, un
     const char *vis = getenv("CUDA_VISIBLE_DEVICES");
 
     if (!gpu_job(cfg)) {
-        pf__row(node, "gpus", ACCEL_PF_PASS, "%s runs on CPUs here: no GPU needed (%u visible)",
-                cfg->dist_name, v->ngpus);
+        accel_pf_add_row(node, "gpus", ACCEL_PF_PASS,
+                         "%s runs on CPUs here: no GPU needed (%u visible)", cfg->dist_name,
+                         v->ngpus);
     } else if (!v->driver[0]) {
-        pf__row(node, "gpus", ACCEL_PF_FAIL,
-                "%s runs on GPUs and this node has no NVIDIA driver (libnvidia-ml.so.1 did not "
-                "load)",
-                cfg->dist_name);
+        accel_pf_add_row(
+            node, "gpus", ACCEL_PF_FAIL,
+            "%s runs on GPUs and this node has no NVIDIA driver (libnvidia-ml.so.1 did not "
+            "load)",
+            cfg->dist_name);
     } else if (v->ngpus == 0 || v->ngpus < procs) {
-        pf__row(node, "gpus", ACCEL_PF_FAIL,
-                "%u process%s on this node and %u GPU%s visible (CUDA_VISIBLE_DEVICES=%s): ask "
-                "for --gpus-per-node=%u, or lower num_processes",
-                procs, procs == 1 ? "" : "es", v->ngpus, v->ngpus == 1 ? "" : "s",
-                vis ? vis : "unset", procs ? procs : 1);
+        accel_pf_add_row(
+            node, "gpus", ACCEL_PF_FAIL,
+            "%u process%s on this node and %u GPU%s visible (CUDA_VISIBLE_DEVICES=%s): ask "
+            "for --gpus-per-node=%u, or lower num_processes",
+            procs, procs == 1 ? "" : "es", v->ngpus, v->ngpus == 1 ? "" : "s", vis ? vis : "unset",
+            procs ? procs : 1);
     } else {
-        pf__row(node, "gpus", ACCEL_PF_PASS, "%u process%s, %u GPU%s visible (%s)",
-                procs ? procs : v->ngpus, (procs ? procs : v->ngpus) == 1 ? "" : "es", v->ngpus,
-                v->ngpus == 1 ? "" : "s", v->gpu[0].name);
+        accel_pf_add_row(node, "gpus", ACCEL_PF_PASS, "%u process%s, %u GPU%s visible (%s)",
+                         procs ? procs : v->ngpus, (procs ? procs : v->ngpus) == 1 ? "" : "es",
+                         v->ngpus, v->ngpus == 1 ? "" : "s", v->gpu[0].name);
     }
 }
 
@@ -71,15 +74,16 @@ static void precision_row(struct accel_pf_node *node, const struct accel_cfg *cf
     else if (strcmp(mp, "fp8") == 0)
         need = 89;
     if (need == 0 || (need == 80 && !gpu_job(cfg))) {
-        pf__row(node, "precision", ACCEL_PF_PASS, "mixed_precision: %s%s", mp[0] ? mp : "no",
-                gpu_job(cfg) ? "" : " on CPUs");
+        accel_pf_add_row(node, "precision", ACCEL_PF_PASS, "mixed_precision: %s%s",
+                         mp[0] ? mp : "no", gpu_job(cfg) ? "" : " on CPUs");
         return;
     }
     if (!gpu_job(cfg)) {
-        pf__row(node, "precision", ACCEL_PF_FAIL,
-                "fp8 needs GPUs of compute capability 8.9 or newer (Ada, Hopper) and %s runs on "
-                "CPUs here: use bf16",
-                cfg->dist_name);
+        accel_pf_add_row(
+            node, "precision", ACCEL_PF_FAIL,
+            "fp8 needs GPUs of compute capability 8.9 or newer (Ada, Hopper) and %s runs on "
+            "CPUs here: use bf16",
+            cfg->dist_name);
         return;
     }
     if (node->v.ngpus == 0)
@@ -87,15 +91,17 @@ static void precision_row(struct accel_pf_node *node, const struct accel_cfg *cf
     for (unsigned i = 0; i < use && i < node->v.ngpus; i++) {
         const struct accel_pf_gpu *g = &node->v.gpu[i];
         if (g->cc_major * 10 + g->cc_minor < need) {
-            pf__row(node, "precision", ACCEL_PF_FAIL,
-                    "%s needs compute capability %u.%u or newer; GPU %u (%s) has %u.%u: use %s", mp,
-                    need / 10, need % 10, i, g->name, g->cc_major, g->cc_minor,
-                    need == 89 ? "bf16 (8.0) or fp16" : "fp16");
+            accel_pf_add_row(
+                node, "precision", ACCEL_PF_FAIL,
+                "%s needs compute capability %u.%u or newer; GPU %u (%s) has %u.%u: use %s", mp,
+                need / 10, need % 10, i, g->name, g->cc_major, g->cc_minor,
+                need == 89 ? "bf16 (8.0) or fp16" : "fp16");
             return;
         }
     }
-    pf__row(node, "precision", ACCEL_PF_PASS, "%s: every GPU has compute capability %u.%u or newer",
-            mp, need / 10, need % 10);
+    accel_pf_add_row(node, "precision", ACCEL_PF_PASS,
+                     "%s: every GPU has compute capability %u.%u or newer", mp, need / 10,
+                     need % 10);
 }
 
 static void memory_row(struct accel_pf_node *node, unsigned use)
@@ -105,24 +111,25 @@ static void memory_row(struct accel_pf_node *node, unsigned use)
     for (unsigned i = 0; i < use && i < node->v.ngpus; i++) {
         const struct accel_pf_gpu *g = &node->v.gpu[i];
         if (g->mem_free < PF_GPU_FLOOR) {
-            pf__row(node, "gpu-memory", ACCEL_PF_FAIL,
-                    "GPU %u (%s): %.1f GiB free of %.1f GiB; a process needs at least %.1f GiB "
-                    "(its CUDA context and NCCL's buffers): another job holds it?",
-                    i, g->name, g->mem_free / GIB, g->mem_total / GIB, PF_GPU_FLOOR / GIB);
+            accel_pf_add_row(
+                node, "gpu-memory", ACCEL_PF_FAIL,
+                "GPU %u (%s): %.1f GiB free of %.1f GiB; a process needs at least %.1f GiB "
+                "(its CUDA context and NCCL's buffers): another job holds it?",
+                i, g->name, g->mem_free / GIB, g->mem_total / GIB, PF_GPU_FLOOR / GIB);
             return;
         }
         if (g->mem_total && g->mem_used * 100 > g->mem_total * PF_GPU_BUSY_PERCENT) {
-            pf__row(node, "gpu-memory", ACCEL_PF_WARN,
-                    "GPU %u (%s): %.1f of %.1f GiB in use before the job starts (another "
-                    "process?)",
-                    i, g->name, g->mem_used / GIB, g->mem_total / GIB);
+            accel_pf_add_row(node, "gpu-memory", ACCEL_PF_WARN,
+                             "GPU %u (%s): %.1f of %.1f GiB in use before the job starts (another "
+                             "process?)",
+                             i, g->name, g->mem_used / GIB, g->mem_total / GIB);
             return;
         }
         if (least < 0 || g->mem_free / GIB < least)
             least = g->mem_free / GIB;
     }
-    pf__row(node, "gpu-memory", ACCEL_PF_PASS, "%u GPU%s, at least %.1f GiB free on each", use,
-            use == 1 ? "" : "s", least < 0 ? 0.0 : least);
+    accel_pf_add_row(node, "gpu-memory", ACCEL_PF_PASS, "%u GPU%s, at least %.1f GiB free on each",
+                     use, use == 1 ? "" : "s", least < 0 ? 0.0 : least);
 }
 
 void pf__check_hardware(struct accel_pf_node *node, const struct accel_cfg *cfg,

@@ -137,5 +137,5 @@ void pf__check_network(struct accel_pf_node *node)
     }
     if (!why[0])
         snprintf(why, sizeof(why), "no NCCL_SOCKET_IFNAME, NCCL_IB_HCA or MASTER_ADDR to check");
-    pf__row(node, "network", st, "%s", why);
+    accel_pf_add_row(node, "network", st, "%s", why);
 }

@@ -142,21 +142,23 @@ static void versions_row(struct accel_pf_node *node, const char *gpu_why, const 
     }
     if (!v->pkg[ACCEL_PF_ACCELERATE][0] || !v->pkg[ACCEL_PF_TORCH][0]) {
         const char *missing = !v->pkg[ACCEL_PF_ACCELERATE][0] ? "accelerate" : "torch";
-        pf__row(node, "versions", ACCEL_PF_FAIL,
-                "%s is not installed for %s (python %s): `%s -m pip install %s`, or put the "
-                "job's environment first on PATH%s",
-                missing, v->python_path, v->python, v->python_path, missing, gpus);
+        accel_pf_add_row(
+            node, "versions", ACCEL_PF_FAIL,
+            "%s is not installed for %s (python %s): `%s -m pip install %s`, or put the "
+            "job's environment first on PATH%s",
+            missing, v->python_path, v->python, v->python_path, missing, gpus);
         return;
     }
-    pf__row(node, "versions", terr ? ACCEL_PF_FAIL : ACCEL_PF_PASS,
-            "python %s, torch %s (CUDA %s, NCCL %s), accelerate %s, transformers %s, peft %s, "
-            "deepspeed %s%s%s%s",
-            v->python, v->pkg[ACCEL_PF_TORCH], v->torch_cuda[0] ? v->torch_cuda : "-",
-            v->torch_nccl[0] ? v->torch_nccl : "-", v->pkg[ACCEL_PF_ACCELERATE],
-            v->pkg[ACCEL_PF_TRANSFORMERS][0] ? v->pkg[ACCEL_PF_TRANSFORMERS] : "-",
-            v->pkg[ACCEL_PF_PEFT][0] ? v->pkg[ACCEL_PF_PEFT] : "-",
-            v->pkg[ACCEL_PF_DEEPSPEED][0] ? v->pkg[ACCEL_PF_DEEPSPEED] : "-", gpus,
-            terr ? "; import torch: " : "", terr ? terr : "");
+    accel_pf_add_row(
+        node, "versions", terr ? ACCEL_PF_FAIL : ACCEL_PF_PASS,
+        "python %s, torch %s (CUDA %s, NCCL %s), accelerate %s, transformers %s, peft %s, "
+        "deepspeed %s%s%s%s",
+        v->python, v->pkg[ACCEL_PF_TORCH], v->torch_cuda[0] ? v->torch_cuda : "-",
+        v->torch_nccl[0] ? v->torch_nccl : "-", v->pkg[ACCEL_PF_ACCELERATE],
+        v->pkg[ACCEL_PF_TRANSFORMERS][0] ? v->pkg[ACCEL_PF_TRANSFORMERS] : "-",
+        v->pkg[ACCEL_PF_PEFT][0] ? v->pkg[ACCEL_PF_PEFT] : "-",
+        v->pkg[ACCEL_PF_DEEPSPEED][0] ? v->pkg[ACCEL_PF_DEEPSPEED] : "-", gpus,
+        terr ? "; import torch: " : "", terr ? terr : "");
 }
 
 static void imports_row(struct accel_pf_node *node, const cJSON *probe)
@@ -172,7 +174,7 @@ static void imports_row(struct accel_pf_node *node, const cJSON *probe)
         const char *what = jstr(it, "what"), *e = jstr(it, "error");
         const cJSON *s = cJSON_GetObjectItemCaseSensitive(it, "seconds");
         if (e) {
-            pf__row(node, "imports", ACCEL_PF_FAIL, "%s: %s", what ? what : "?", e);
+            accel_pf_add_row(node, "imports", ACCEL_PF_FAIL, "%s: %s", what ? what : "?", e);
             return;
         }
         if (off < sizeof(done))
@@ -180,7 +182,7 @@ static void imports_row(struct accel_pf_node *node, const cJSON *probe)
                 (size_t)snprintf(done + off, sizeof(done) - off, "%s%s (%.2f s)", off ? "; " : "",
                                  what ? what : "?", cJSON_IsNumber(s) ? s->valuedouble : 0.0);
     }
-    pf__row(node, "imports", ACCEL_PF_PASS, "in a clean process: %s", done);
+    accel_pf_add_row(node, "imports", ACCEL_PF_PASS, "in a clean process: %s", done);
 }
 
 static void threads_row(struct accel_pf_node *node, const struct pf__proc *p, unsigned timeout_ms)
@@ -194,8 +196,9 @@ static void threads_row(struct accel_pf_node *node, const struct pf__proc *p, un
     if (!cJSON_IsObject(doc)) {
         char why[400];
         pf__proc_why(p, timeout_ms, why, sizeof(why));
-        pf__row(node, "threads", ACCEL_PF_WARN, "the import from several threads at once %s%s", why,
-                p->timed_out ? " (an import deadlock?)" : "");
+        accel_pf_add_row(node, "threads", ACCEL_PF_WARN,
+                         "the import from several threads at once %s%s", why,
+                         p->timed_out ? " (an import deadlock?)" : "");
     } else if (nmods == 0) {
         /* no accelerate: the versions row fails already */
     } else if (cJSON_GetArraySize(found) > 0) {
@@ -217,17 +220,18 @@ static void threads_row(struct accel_pf_node *node, const struct pf__proc *p, un
                 off += (size_t)snprintf(names + off, sizeof(names) - off, "%s%s", off ? ", " : "",
                                         f->string);
         }
-        pf__row(node, "threads", ACCEL_PF_WARN,
-                "%d of %d modules fail when imported from threads at once, though each imports "
-                "alone (an import cycle): %s; %s: %s; import the package once in the main thread "
-                "before starting threads",
-                cJSON_GetArraySize(found), nmods, names, show->string,
-                cJSON_IsString(show) ? show->valuestring : "?");
+        accel_pf_add_row(
+            node, "threads", ACCEL_PF_WARN,
+            "%d of %d modules fail when imported from threads at once, though each imports "
+            "alone (an import cycle): %s; %s: %s; import the package once in the main thread "
+            "before starting threads",
+            cJSON_GetArraySize(found), nmods, names, show->string,
+            cJSON_IsString(show) ? show->valuestring : "?");
     } else {
-        pf__row(node, "threads", ACCEL_PF_PASS,
-                "%d modules imported by %d threads at once, %d round%s, no import error", nmods,
-                nmods, cJSON_IsNumber(rounds) ? rounds->valueint : 0,
-                cJSON_IsNumber(rounds) && rounds->valueint == 1 ? "" : "s");
+        accel_pf_add_row(node, "threads", ACCEL_PF_PASS,
+                         "%d modules imported by %d threads at once, %d round%s, no import error",
+                         nmods, nmods, cJSON_IsNumber(rounds) ? rounds->valueint : 0,
+                         cJSON_IsNumber(rounds) && rounds->valueint == 1 ? "" : "s");
     }
     cJSON_Delete(doc);
 }
@@ -277,13 +281,14 @@ static bool config_row(struct accel_pf_node *node, const struct accel_pf_opts *o
                 accel_diag_format(&d.v[i], first[k++], sizeof(first[0]));
         if (k == 0)
             pf__copy(first[0], sizeof(first[0]), err.msg);
-        pf__row(node, "config", ACCEL_PF_FAIL, "against accelerate %s: %s%s%s%s", target, first[0],
-                first[1][0] ? "; " : "", first[1],
-                d.errors > 2 ? " (and more: accelrun check --accelerate-version)" : "");
+        accel_pf_add_row(node, "config", ACCEL_PF_FAIL, "against accelerate %s: %s%s%s%s", target,
+                         first[0], first[1][0] ? "; " : "", first[1],
+                         d.errors > 2 ? " (and more: accelrun check --accelerate-version)" : "");
     } else {
-        pf__row(node, "config", ok,
-                "%s checked against accelerate %s: %zu error%s, %zu warning%s%s", o->config, target,
-                d.errors, d.errors == 1 ? "" : "s", d.warnings, d.warnings == 1 ? "" : "s", note);
+        accel_pf_add_row(node, "config", ok,
+                         "%s checked against accelerate %s: %zu error%s, %zu warning%s%s",
+                         o->config, target, d.errors, d.errors == 1 ? "" : "s", d.warnings,
+                         d.warnings == 1 ? "" : "s", note);
     }
     accel_diags_free(&d);
     return rc == ACCEL_OK;
@@ -293,21 +298,22 @@ static void start_python(struct pf__proc procs[2], const char *py, const struct 
 {
     char rounds[16], pkgs[ACCEL_PF_MAX_IMPORTS][104];
     const char *probe[4 + ACCEL_PF_MAX_IMPORTS] = {py, "-c", pf__probe_py};
-    const char *threads[5 + ACCEL_PF_MAX_IMPORTS] = {py, "-c", pf__threads_py, rounds,
-                                                     "accelerate"};
-    size_t np = 3, nt = 5;
+    const char *threads[5 + ACCEL_PF_MAX_IMPORTS] = {py, "-c", pf__threads_py, rounds};
+    size_t np = 3, nt = 4;
 
     snprintf(rounds, sizeof(rounds), "%u", o->rounds ? o->rounds : PF_ROUNDS);
+    /* the job's own packages first: their findings lead the row */
     for (size_t i = 0; i < o->nimports; i++) {
+        bool seen = false;
         probe[np++] = o->imports[i];
-        /* the package of each extra module, once */
         snprintf(pkgs[i], sizeof(pkgs[i]), "%.*s", (int)strcspn(o->imports[i], "."), o->imports[i]);
-        bool seen = strcmp(pkgs[i], "accelerate") == 0;
-        for (size_t k = 5; k < nt && !seen; k++)
+        seen = strcmp(pkgs[i], "accelerate") == 0;
+        for (size_t k = 4; k < nt && !seen; k++)
             seen = strcmp(threads[k], pkgs[i]) == 0;
         if (!seen)
             threads[nt++] = pkgs[i];
     }
+    threads[nt++] = "accelerate";
     probe[np] = NULL;
     threads[nt] = NULL;
     pf__start(&procs[0], probe);
@@ -339,12 +345,14 @@ enum accel_err accel_pf_check_node(struct accel_pf_node *node, const struct acce
 
     if (!find_python(o->python, node->v.python_path, sizeof(node->v.python_path))) {
         if (o->python)
-            pf__row(node, "python", ACCEL_PF_FAIL, "%s is not an executable file", o->python);
+            accel_pf_add_row(node, "python", ACCEL_PF_FAIL, "%s is not an executable file",
+                             o->python);
         else
-            pf__row(node, "python", ACCEL_PF_FAIL,
-                    "no python or python3 on PATH (%s): activate the job's environment, or "
-                    "name it (--python)",
-                    getenv("PATH") ? getenv("PATH") : "unset");
+            accel_pf_add_row(
+                node, "python", ACCEL_PF_FAIL,
+                "no python or python3 on PATH (%s): activate the job's environment, or "
+                "name it (--python)",
+                getenv("PATH") ? getenv("PATH") : "unset");
         memset(procs, 0, sizeof(procs));
         procs[0].done = procs[1].done = true;
         procs[0].pid = procs[1].pid = -1;
@@ -357,14 +365,14 @@ enum accel_err accel_pf_check_node(struct accel_pf_node *node, const struct acce
     if (node->nrows == 0) {
         pf__wait_all(procs, 2, accel_now() + timeout / 1000.0);
         if (read_probe(&procs[0], &node->v, &probe)) {
-            pf__row(node, "python", ACCEL_PF_PASS, "%s (python %s)", node->v.python_path,
-                    node->v.python);
+            accel_pf_add_row(node, "python", ACCEL_PF_PASS, "%s (python %s)", node->v.python_path,
+                             node->v.python);
             versions_row(node, gpu_why, probe);
             imports_row(node, probe);
             threads_row(node, &procs[1], timeout);
         } else {
             pf__proc_why(&procs[0], timeout, why, sizeof(why));
-            pf__row(node, "python", ACCEL_PF_FAIL, "%s %s", node->v.python_path, why);
+            accel_pf_add_row(node, "python", ACCEL_PF_FAIL, "%s %s", node->v.python_path, why);
         }
     }
     have_cfg = config_row(node, o, &cfg);

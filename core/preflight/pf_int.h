@@ -49,11 +49,6 @@ void pf__proc_why(const struct pf__proc *p, unsigned timeout_ms, char *buf, size
 extern const char pf__probe_py[];
 extern const char pf__threads_py[];
 
-/* Appends a row (formatted reason, truncated to fit); ignored past
- * ACCEL_PF_MAX_ROWS. */
-void pf__row(struct accel_pf_node *node, const char *check, enum accel_pf_status st,
-             const char *fmt, ...) ACCEL_PRINTF(4, 5);
-
 /* NVML by dlopen: fills v->driver and the visible GPUs (CUDA_VISIBLE_DEVICES
  * honoured).  false with `why` when there is no driver to ask. */
 bool pf__nvml(struct accel_pf_versions *v, char *why, size_t size);

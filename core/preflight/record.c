@@ -108,12 +108,12 @@ static void drift_row(struct accel_pf_node *node, const cJSON *prev)
     char d[ACCEL_PF_REASON - 100] = "", gw[112], gn[112];
 
     if (!prev) {
-        pf__row(node, "drift", ACCEL_PF_PASS, "the first record of this config");
+        accel_pf_add_row(node, "drift", ACCEL_PF_PASS, "the first record of this config");
         return;
     }
     if (!pf__versions_from_json(&was, mine)) {
-        pf__row(node, "drift", ACCEL_PF_PASS, "job %s (%s) has no record of %s", jid, at,
-                node->host);
+        accel_pf_add_row(node, "drift", ACCEL_PF_PASS, "job %s (%s) has no record of %s", jid, at,
+                         node->host);
         return;
     }
     differ(d, sizeof(d), "python", was.python, now->python);
@@ -126,9 +126,10 @@ static void drift_row(struct accel_pf_node *node, const cJSON *prev)
     snprintf(gn, sizeof(gn), "%u x %s", now->ngpus, now->ngpus ? now->gpu[0].name : "-");
     differ(d, sizeof(d), "GPUs", gw, gn);
     if (d[0])
-        pf__row(node, "drift", ACCEL_PF_WARN, "%s on %s since job %s (%s)", d, node->host, jid, at);
+        accel_pf_add_row(node, "drift", ACCEL_PF_WARN, "%s on %s since job %s (%s)", d, node->host,
+                         jid, at);
     else
-        pf__row(node, "drift", ACCEL_PF_PASS, "the same versions as job %s (%s)", jid, at);
+        accel_pf_add_row(node, "drift", ACCEL_PF_PASS, "the same versions as job %s (%s)", jid, at);
 }
 
 static char *record_json(const char *config, const char *job, const struct accel_pf_node *nodes,

@@ -17,8 +17,8 @@ void pf__copy(char *dst, size_t size, const char *src)
     snprintf(dst, size, "%s", src ? src : "");
 }
 
-void pf__row(struct accel_pf_node *node, const char *check, enum accel_pf_status st,
-             const char *fmt, ...)
+void accel_pf_add_row(struct accel_pf_node *node, const char *check, enum accel_pf_status st,
+                      const char *fmt, ...)
 {
     struct accel_pf_row *r;
     va_list ap;
@@ -235,7 +235,7 @@ enum accel_err accel_pf_node_from_json(struct accel_pf_node *node, const char *t
         st = strcmp(status, "PASS") == 0   ? ACCEL_PF_PASS
              : strcmp(status, "WARN") == 0 ? ACCEL_PF_WARN
                                            : ACCEL_PF_FAIL; /* unknown: the safe side */
-        pf__row(node, check, st, "%s", reason);
+        accel_pf_add_row(node, check, st, "%s", reason);
     }
     cJSON_Delete(o);
     return ACCEL_OK;

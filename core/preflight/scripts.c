@@ -22,9 +22,14 @@
  *   still in `import accelerate`: Python then runs the submodule at once,
  *   not after the package's __init__, and a cycle the __init__'s order hid
  *   shows).  ROUNDS times, the packages' modules forgotten between rounds
- *   (torch stays, so later rounds are quick).  A module that failed is imported again alone, from
- *   scratch: only a module that imports alone but not beside the others is
- *   reported (one that fails alone is the import test's to report).
+ *   (torch stays, so later rounds are quick): all at once, then the
+ *   submodules one after another 2 ms apart (once the package's import has
+ *   begun) in their order, then in the reverse order: two modules that
+ *   import each other pass or fail at once by which one the import lock
+ *   lets go first, and the staggered rounds try both firsts.  A module that
+ *   failed is imported again alone, from scratch: only a module that imports
+ *   alone but not beside the others is reported (one that fails alone is
+ *   the import test's to report).
  */
 #include "pf_int.h"
 
@@ -101,10 +106,10 @@ const char pf__threads_py[] =
     "    for k in list(sys.modules):\n"
     "        if any(k == p or k.startswith(p + '.') for p in pkgs):\n"
     "            del sys.modules[k]\n"
-    "def together():\n"
+    "def together(order):\n"
     "    errs = {}\n"
     "    gate = threading.Barrier(len(mods))\n"
-    "    def one(m):\n"
+    "    def one(m, delay):\n"
     "        top = m.split('.')[0]\n"
     "        try:\n"
     "            gate.wait(30)\n"
@@ -114,11 +119,14 @@ const char pf__threads_py[] =
     "            t = time.monotonic() + 5\n"
     "            while top not in sys.modules and time.monotonic() < t:\n"
     "                time.sleep(0.0005)\n"
+    "            time.sleep(delay)\n"
     "        try:\n"
     "            importlib.import_module(m)\n"
     "        except BaseException as x:\n"
     "            errs[m] = '%s: %s' % (type(x).__name__, x)\n"
-    "    ts = [threading.Thread(target=one, args=(m,), daemon=True) for m in mods]\n"
+    "    subs = [m for m in (order or []) if '.' in m]\n"
+    "    ts = [threading.Thread(target=one, args=(m, subs.index(m) * 0.002 if m in subs else 0),\n"
+    "                           daemon=True) for m in mods]\n"
     "    for t in ts:\n"
     "        t.start()\n"
     "    for t in ts:\n"
@@ -127,9 +135,9 @@ const char pf__threads_py[] =
     "found, done = {}, 0\n"
     "for i in range(rounds if mods else 0):\n"
     "    forget()\n"
-    "    errs = together()\n"
+    "    errs = together(None if i == 0 else mods if i % 2 else mods[::-1])\n"
     "    done += 1\n"
-    "    for m in sorted(errs):\n"
+    "    for m in [m for m in mods if m in errs]:\n"
     "        if m in found:\n"
     "            continue\n"
     "        forget()\n"

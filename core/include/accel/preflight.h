@@ -119,6 +119,11 @@ enum accel_err accel_pf_record(const char *dir, const char *config, const char *
                                struct accel_pf_node *nodes, size_t n,
                                struct accel_error *err) ACCEL_WUR;
 
+/* Appends a row to `node` (the reason formatted, cut to fit); ignored past
+ * ACCEL_PF_MAX_ROWS.  For checks a front end adds (the rendezvous). */
+void accel_pf_add_row(struct accel_pf_node *node, const char *check, enum accel_pf_status st,
+                      const char *fmt, ...) ACCEL_PRINTF(4, 5);
+
 /* The worst status of all rows. */
 enum accel_pf_status accel_pf_worst(const struct accel_pf_node *nodes, size_t n);
 
