@@ -1,7 +1,7 @@
 /*
- * node.c: one node's preflight.  The job's Python runs the probe and the
- * threaded import side by side (two processes, one deadline) while NVML is
- * asked here; then the config is checked against the accelerate version the
+ * node.c: one node's preflight.  The job's Python runs the probe (the
+ * versions, the clean import test, then the threaded one: scripts.c) while
+ * NVML is asked here; then the config is checked against the accelerate version the
  * probe found, and the hardware and network rows are added.  The rows say
  * what was found; nothing here decides whether the job starts.
  */
@@ -101,6 +101,13 @@ static bool find_python(const char *want, char *path, size_t size)
     return false;
 }
 
+/* Bytes of the first line of text (no newline: all of it). */
+static size_t line_len(const char *text, size_t len)
+{
+    const char *nl = memchr(text, '\n', len);
+    return nl ? (size_t)(nl - text) : len;
+}
+
 static const char *jstr(const cJSON *o, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -112,7 +119,8 @@ static bool read_probe(const struct pf__proc *p, struct accel_pf_versions *v, cJ
 {
     const cJSON *pk;
 
-    *doc = p->rep && !p->rep_over ? cJSON_ParseWithLength(p->rep, p->rep_len) : NULL;
+    *doc =
+        p->rep && !p->rep_over ? cJSON_ParseWithLength(p->rep, line_len(p->rep, p->rep_len)) : NULL;
     if (!cJSON_IsObject(*doc))
         return false;
     pf__copy(v->python, sizeof(v->python), jstr(*doc, "python"));
@@ -187,7 +195,10 @@ static void imports_row(struct accel_pf_node *node, const cJSON *probe)
 
 static void threads_row(struct accel_pf_node *node, const struct pf__proc *p, unsigned timeout_ms)
 {
-    cJSON *doc = p->rep && !p->rep_over ? cJSON_ParseWithLength(p->rep, p->rep_len) : NULL;
+    size_t first = p->rep ? line_len(p->rep, p->rep_len) : 0;
+    cJSON *doc = p->rep && !p->rep_over && first < p->rep_len
+                     ? cJSON_ParseWithLength(p->rep + first + 1, p->rep_len - first - 1)
+                     : NULL;
     const cJSON *found = cJSON_GetObjectItemCaseSensitive(doc, "concurrent_only");
     const cJSON *mods = cJSON_GetObjectItemCaseSensitive(doc, "modules");
     const cJSON *rounds = cJSON_GetObjectItemCaseSensitive(doc, "rounds");
@@ -294,37 +305,25 @@ static bool config_row(struct accel_pf_node *node, const struct accel_pf_opts *o
     return rc == ACCEL_OK;
 }
 
-static void start_python(struct pf__proc procs[2], const char *py, const struct accel_pf_opts *o)
+static void start_python(struct pf__proc *proc, const char *py, const struct accel_pf_opts *o)
 {
-    char rounds[16], pkgs[ACCEL_PF_MAX_IMPORTS][104];
-    const char *probe[4 + ACCEL_PF_MAX_IMPORTS] = {py, "-c", pf__probe_py};
-    const char *threads[5 + ACCEL_PF_MAX_IMPORTS] = {py, "-c", pf__threads_py, rounds};
-    size_t np = 3, nt = 4;
+    char rounds[16];
+    const char *argv[5 + ACCEL_PF_MAX_IMPORTS] = {py, "-c", pf__probe_py, rounds};
+    size_t n = 4;
 
     snprintf(rounds, sizeof(rounds), "%u", o->rounds ? o->rounds : PF_ROUNDS);
-    /* the job's own packages first: their findings lead the row */
-    for (size_t i = 0; i < o->nimports; i++) {
-        bool seen = false;
-        probe[np++] = o->imports[i];
-        snprintf(pkgs[i], sizeof(pkgs[i]), "%.*s", (int)strcspn(o->imports[i], "."), o->imports[i]);
-        seen = strcmp(pkgs[i], "accelerate") == 0;
-        for (size_t k = 4; k < nt && !seen; k++)
-            seen = strcmp(threads[k], pkgs[i]) == 0;
-        if (!seen)
-            threads[nt++] = pkgs[i];
-    }
-    threads[nt++] = "accelerate";
-    probe[np] = NULL;
-    threads[nt] = NULL;
-    pf__start(&procs[0], probe);
-    pf__start(&procs[1], threads);
+    /* the job's own modules: their packages' findings lead the threads row */
+    for (size_t i = 0; i < o->nimports; i++)
+        argv[n++] = o->imports[i];
+    argv[n] = NULL;
+    pf__start(proc, argv);
 }
 
 enum accel_err accel_pf_check_node(struct accel_pf_node *node, const struct accel_pf_opts *o,
                                    struct accel_error *err)
 {
     unsigned timeout = o->timeout_ms ? o->timeout_ms : PF_TIMEOUT_MS;
-    struct pf__proc procs[2];
+    struct pf__proc proc;
     struct accel_cfg cfg;
     char gpu_why[200] = "", why[400];
     cJSON *probe = NULL;
@@ -353,25 +352,25 @@ enum accel_err accel_pf_check_node(struct accel_pf_node *node, const struct acce
                 "no python or python3 on PATH (%s): activate the job's environment, or "
                 "name it (--python)",
                 getenv("PATH") ? getenv("PATH") : "unset");
-        memset(procs, 0, sizeof(procs));
-        procs[0].done = procs[1].done = true;
-        procs[0].pid = procs[1].pid = -1;
+        memset(&proc, 0, sizeof(proc));
+        proc.done = true;
+        proc.pid = -1;
     } else {
-        start_python(procs, node->v.python_path, o);
+        start_python(&proc, node->v.python_path, o);
     }
     /* while Python starts: the driver */
     if (!pf__nvml(&node->v, gpu_why, sizeof(gpu_why)))
         node->v.driver[0] = '\0';
     if (node->nrows == 0) {
-        pf__wait_all(procs, 2, accel_now() + timeout / 1000.0);
-        if (read_probe(&procs[0], &node->v, &probe)) {
+        pf__wait_all(&proc, 1, accel_now() + timeout / 1000.0);
+        if (read_probe(&proc, &node->v, &probe)) {
             accel_pf_add_row(node, "python", ACCEL_PF_PASS, "%s (python %s)", node->v.python_path,
                              node->v.python);
             versions_row(node, gpu_why, probe);
             imports_row(node, probe);
-            threads_row(node, &procs[1], timeout);
+            threads_row(node, &proc, timeout);
         } else {
-            pf__proc_why(&procs[0], timeout, why, sizeof(why));
+            pf__proc_why(&proc, timeout, why, sizeof(why));
             accel_pf_add_row(node, "python", ACCEL_PF_FAIL, "%s %s", node->v.python_path, why);
         }
     }
@@ -381,7 +380,6 @@ enum accel_err accel_pf_check_node(struct accel_pf_node *node, const struct acce
     if (have_cfg)
         accel_cfg_free(&cfg);
     cJSON_Delete(probe);
-    pf__proc_free(&procs[0]);
-    pf__proc_free(&procs[1]);
+    pf__proc_free(&proc);
     return ACCEL_OK;
 }

@@ -45,9 +45,8 @@ void pf__proc_free(struct pf__proc *p);
  * spawn error, with the output's last line: for a row's reason. */
 void pf__proc_why(const struct pf__proc *p, unsigned timeout_ms, char *buf, size_t size);
 
-/* The Python programs (scripts.c). */
+/* The Python program (scripts.c). */
 extern const char pf__probe_py[];
-extern const char pf__threads_py[];
 
 /* NVML by dlopen: fills v->driver and the visible GPUs (CUDA_VISIBLE_DEVICES
  * honoured).  false with `why` when there is no driver to ask. */

@@ -1,10 +1,14 @@
 /*
- * scripts.c: the two Python programs the preflight runs in the job's Python.
- * Each writes one JSON object to fd 3 (what the program itself prints on
- * stdout or stderr, a warning say, cannot mix into it) and leaves with
- * os._exit, so no library's exit handler can hang it.
+ * scripts.c: the Python program the preflight runs in the job's Python,
  *
- * probe:   python -c PROBE [MODULE...]
+ *   python -c PROBE ROUNDS [MODULE...]
+ *
+ * It writes two JSON lines to fd 3 (what the program itself prints on
+ * stdout or stderr, a warning say, cannot mix into them) and leaves with
+ * os._exit, so no library's exit handler can hang it.  One process, so a
+ * node pays for importing torch once.
+ *
+ * Line 1, as soon as it is known (a hang later loses nothing of it):
  *   {"python", "executable", "packages": {name: version or null},
  *    "imports": [{"what", "error" or null, "seconds"}],
  *    "torch_cuda", "torch_nccl", "torch_error"}
@@ -13,28 +17,27 @@
  *   import accelerate.big_modeling`, transformers, peft (when installed),
  *   the extra modules; last torch's CUDA and NCCL.
  *
- * threads: python -c THREADS ROUNDS PACKAGE...
- *   {"modules": [...], "rounds": N, "concurrent_only": {module: error}}
- *   Each package and its direct submodules (not tests, commands or private
- *   ones), one thread each, released together by a barrier: the package's
- *   thread imports it, the others their submodule as soon as the package's
- *   import has begun (as a program's second thread does while its first is
- *   still in `import accelerate`: Python then runs the submodule at once,
- *   not after the package's __init__, and a cycle the __init__'s order hid
- *   shows).  ROUNDS times, the packages' modules forgotten between rounds
- *   (torch stays, so later rounds are quick): all at once, then the
- *   submodules one after another 2 ms apart (once the package's import has
- *   begun) in their order, then in the reverse order: two modules that
- *   import each other pass or fail at once by which one the import lock
- *   lets go first, and the staggered rounds try both firsts.  A module that
- *   failed is imported again alone, from scratch: only a module that imports
- *   alone but not beside the others is reported (one that fails alone is
- *   the import test's to report).
+ * Line 2: {"modules": [...], "rounds": N, "concurrent_only": {module: error}}
+ *   The extra modules' packages and accelerate, each with its direct
+ *   submodules (not tests, commands or private ones), forgotten (torch stays
+ *   loaded) and imported again from one thread per module, released by a
+ *   barrier: the package's thread imports it, the others their submodule as
+ *   soon as the package's import has begun (as a program's second thread
+ *   does while its first is still in `import accelerate`: Python then runs
+ *   the submodule at once, not after the package's __init__, and a cycle
+ *   the __init__'s order hid shows).  ROUNDS times: all at once, then the
+ *   submodules one after another 2 ms apart in their order, then in the
+ *   reverse order: two modules that import each other pass or fail at once
+ *   by which one the import lock lets go first, and the staggered rounds try
+ *   both firsts.  Then, forgotten once more, the modules that failed are
+ *   imported from this one thread: only those that import so but not beside
+ *   the others are reported (one that fails alone is the import test's).
  */
 #include "pf_int.h"
 
 const char pf__probe_py[] =
-    "import json, os, sys, time\n"
+    /* the versions and the clean import test: the first line */
+    "import importlib, importlib.util, json, os, pkgutil, sys, threading, time\n"
     "out = os.fdopen(3, 'w')\n"
     "r = {'python': '%d.%d.%d' % tuple(sys.version_info[:3]), 'executable': sys.executable,\n"
     "     'packages': {}, 'imports': []}\n"
@@ -67,7 +70,8 @@ const char pf__probe_py[] =
     "for p in ('transformers', 'peft'):\n"
     "    if pk[p]:\n"
     "        attempt('import ' + p, [(p,)])\n"
-    "for m in sys.argv[1:]:\n"
+    "rounds, extra = int(sys.argv[1]), sys.argv[2:]\n"
+    "for m in extra:\n"
     "    attempt('import ' + m, [(m,)])\n"
     "if pk['torch']:\n"
     "    try:\n"
@@ -80,14 +84,13 @@ const char pf__probe_py[] =
     "            pass\n"
     "    except BaseException as x:\n"
     "        r['torch_error'] = '%s: %s' % (type(x).__name__, x)\n"
-    "json.dump(r, out)\n"
-    "out.close()\n"
-    "os._exit(0)\n";
-
-const char pf__threads_py[] =
-    "import importlib, importlib.util, json, os, pkgutil, sys, threading, time\n"
-    "out = os.fdopen(3, 'w')\n"
-    "rounds, pkgs = int(sys.argv[1]), sys.argv[2:]\n"
+    "out.write(json.dumps(r) + '\\n')\n"
+    "out.flush()\n"
+    /* the threaded import, after it: the second line */
+    "pkgs = []\n"
+    "for m in extra + ['accelerate']:\n"
+    "    if m.split('.')[0] not in pkgs:\n"
+    "        pkgs.append(m.split('.')[0])\n"
     "mods = []\n"
     "for p in pkgs:\n"
     "    try:\n"
@@ -135,17 +138,16 @@ const char pf__threads_py[] =
     "found, done = {}, 0\n"
     "for i in range(rounds if mods else 0):\n"
     "    forget()\n"
-    "    errs = together(None if i == 0 else mods if i % 2 else mods[::-1])\n"
+    "    for m, e in together(None if i == 0 else mods if i % 2 else mods[::-1]).items():\n"
+    "        found.setdefault(m, e)\n"
     "    done += 1\n"
-    "    for m in [m for m in mods if m in errs]:\n"
-    "        if m in found:\n"
-    "            continue\n"
-    "        forget()\n"
-    "        try:\n"
-    "            importlib.import_module(m)\n"
-    "            found[m] = errs[m]\n"
-    "        except BaseException:\n"
-    "            pass\n"
-    "json.dump({'modules': mods, 'rounds': done, 'concurrent_only': found}, out)\n"
+    "forget()\n"
+    "for m in [m for m in mods if m in found]:\n"
+    "    try:\n"
+    "        importlib.import_module(m)\n"
+    "    except BaseException:\n"
+    "        del found[m]\n"
+    "found = {m: found[m] for m in mods if m in found}\n"
+    "out.write(json.dumps({'modules': mods, 'rounds': done, 'concurrent_only': found}) + '\\n')\n"
     "out.close()\n"
     "os._exit(0)\n";
