@@ -517,6 +517,7 @@ bench-run: bench-bins
 	$(Q)sh bench/run.sh $(CLI)
 	$(Q)sh bench/topo_sim.sh $(BUILD)/bench/topo_sim
 	$(Q)bash bench/slurm.sh $(SPANK_SO) $(CLI)
+	$(Q)bash bench/preflight.sh $(SPANK_SO) $(CLI)
 	$(Q)if [ -f bench/comm.sh ]; then bash bench/comm.sh $(BUILD); fi
 	$(Q)if [ -f bench/rendezvous.sh ]; then bash bench/rendezvous.sh $(BUILD); fi
 	$(Q)if [ -f bench/store_attack.sh ]; then bash bench/store_attack.sh $(BUILD); fi
