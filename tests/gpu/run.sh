@@ -4,6 +4,7 @@
 # the CUDA toolkit and NCCL where found) and checks, on real hardware:
 #   - topology discovery with NVML loaded at run time (topology/nvml.c),
 #     through `accelrun topo`;
+#   - the preflight's NVML (core/preflight/nvml.c) against nvidia-smi;
 #   - the nccl backend of core/comm (tests/gpu/nccl_gpu.c): every operation
 #     and type of a world-1 communicator against a host reference, split, a
 #     world-2 init whose rank 1 never comes (ACCEL_ETIMEDOUT at the deadline,
@@ -125,6 +126,31 @@ if [ "$ngpu" -gt 1 ]; then
 else
     skipped "NVLink from NVML" "one GPU: no NVLink peers to read"
 fi
+
+# ---------------------------------------------------------------- preflight
+# the real NVML (core/preflight/nvml.c by dlopen) against nvidia-smi: the
+# driver, the GPU's name and compute capability; bf16 passes on 8.0 and newer
+cfg=$(mktemp)
+printf 'distributed_type: MULTI_GPU\nmixed_precision: bf16\nnum_machines: 1\nnum_processes: %s\n' \
+    "$ngpu" >"$cfg"
+out=$(timeout 120 build/bin/accelrun preflight "$cfg" --python "$(command -v python3)" --json 2>&1)
+printf '%s\n' "$out" | python3 -c '
+import json, subprocess, sys
+d = json.load(sys.stdin)["nodes"][0]
+v, rows = d["versions"], {c["check"]: c for c in d["checks"]}
+smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,name,compute_cap,memory.total",
+                      "--format=csv,noheader"], capture_output=True, text=True).stdout.splitlines()
+drv, name, cc, mem = [x.strip() for x in smi[0].split(",")]
+print("# preflight: driver %s, %d GPUs, %s, sm %s" % (v["driver"], len(v["gpus"]), v["gpus"][0]["name"],
+      v["gpus"][0]["compute_capability"]))
+for k in ("gpus", "precision", "gpu-memory"):
+    print("# preflight %s: %s %s" % (k, rows[k]["status"], rows[k]["reason"]))
+ok = v["driver"] == drv and len(v["gpus"]) == len(smi) and v["gpus"][0]["name"] == name \
+    and v["gpus"][0]["compute_capability"] == cc and rows["gpus"]["status"] == "PASS" \
+    and rows["precision"]["status"] == ("PASS" if float(cc) >= 8.0 else "FAIL")
+sys.exit(0 if ok else 1)' && ok "preflight: NVML's driver, GPUs, names and compute capability equal nvidia-smi's; gpus and bf16 rows" ||
+    bad "preflight against nvidia-smi" "$out"
+rm -f "$cfg"
 
 # ---------------------------------------------------------------- nccl backend
 # Runs a TAP program under a timeout and adds its results to the totals.
