@@ -26,23 +26,22 @@ bool pf__version_number(const char *text, unsigned *out)
 {
     unsigned long part[3] = {0, 0, 0};
     const char *s = text;
+    int n = 0;
 
-    for (int i = 0; i < 3; i++) {
+    /* MAJOR.MINOR[.PATCH]: what follows (".dev0", "rc1", "+local", ".x")
+     * does not change the release */
+    while (n < 3 && isdigit((unsigned char)*s)) {
         char *end;
-        if (!isdigit((unsigned char)*s)) {
-            if (i < 2)
-                return false;
-            break; /* "1.16.x": 1.16.0 */
-        }
-        part[i] = strtoul(s, &end, 10);
-        if (part[i] > 99)
+        part[n++] = strtoul(s, &end, 10);
+        if (part[n - 1] > 99)
             return false;
         s = end;
         if (*s != '.')
             break;
         s++;
     }
-    /* what follows (".dev0", "rc1", "+local") does not change the release */
+    if (n < 2)
+        return false;
     *out = ACCEL_VERSION((unsigned)part[0], (unsigned)part[1], (unsigned)part[2]);
     return true;
 }
@@ -136,7 +135,7 @@ static void versions_row(struct accel_pf_node *node, const char *gpu_why, const 
 {
     const struct accel_pf_versions *v = &node->v;
     const char *terr = jstr(probe, "torch_error");
-    char gpus[160] = "";
+    char gpus[256] = "";
     size_t off = 0;
 
     if (v->driver[0]) {
