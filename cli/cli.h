@@ -32,7 +32,7 @@ int cli_preflight_run(const struct accel_pf_opts *pf, const char *record_dir, co
 
 /* `accelrun preflight --task`: this task's part of a job's preflight
  * (cli/preflight_job.c); rank 0 prints the table.  0: start the program. */
-int cli_preflight_job(const struct accel_pf_opts *pf, const char *record_dir, bool full);
+int cli_preflight_job(const struct accel_pf_opts *given, const char *record_dir, bool full);
 
 /* Prints findings as "file:line:col: severity: key: message" lines. */
 void cli_print_diags(const struct accel_diags *d, FILE *out);

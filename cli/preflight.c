@@ -38,10 +38,11 @@ const char cli_preflight_usage[] =
     "  --record-dir DIR     keep this run's versions in DIR (one JSON lock per job)\n"
     "                       and report drift from the previous run of FILE\n"
     "                       (default: $ACCELRUN_PREFLIGHT_DIR, else no record)\n"
-    "  --job ID             the record's name (default: $SLURM_JOB_ID, else\n"
-    "                       local-<time>-<pid>)\n"
+    "  --job ID             the record's name (default: $SLURM_JOB_ID-<host>, else\n"
+    "                       local-<time>-<pid>-<host>)\n"
     "  --procs-per-node N   processes this machine will run (default: from FILE)\n"
-    "  --timeout SECONDS    for each Python process (default 60)\n"
+    "  --timeout SECONDS    for the job's Python: versions and both import tests\n"
+    "                       (default 60)\n"
     "  --site FILE          apply the site policy\n"
     "  --json               print {\"result\", \"nodes\": [{host, versions, checks}]}\n"
     "  --task               one task of a job (what srun --accel-preflight runs in\n"
@@ -144,9 +145,23 @@ static int parse(int argc, char **argv, struct args *a)
         static char list[1024];
         char *save = NULL;
         snprintf(list, sizeof(list), "%s", getenv("ACCELRUN_PREFLIGHT_IMPORTS"));
-        for (char *m = strtok_r(list, ", ", &save); m && a->pf.nimports < ACCEL_PF_MAX_IMPORTS;
-             m = strtok_r(NULL, ", ", &save))
+        for (char *m = strtok_r(list, ", ", &save); m; m = strtok_r(NULL, ", ", &save)) {
+            if (a->pf.nimports == ACCEL_PF_MAX_IMPORTS) {
+                fprintf(stderr,
+                        "accelrun preflight: ACCELRUN_PREFLIGHT_IMPORTS: at most %d modules\n",
+                        ACCEL_PF_MAX_IMPORTS);
+                return CLI_EXIT_USAGE;
+            }
             a->pf.imports[a->pf.nimports++] = m;
+        }
+    }
+    {
+        struct accel_error err;
+        accel_error_clear(&err);
+        if (accel_pf_opts_check(&a->pf, &err) != ACCEL_OK) {
+            fprintf(stderr, "accelrun preflight: %s\n", err.msg);
+            return CLI_EXIT_USAGE;
+        }
     }
     if (!a->record_dir)
         a->record_dir = getenv("ACCELRUN_PREFLIGHT_DIR");
@@ -158,7 +173,7 @@ int cli_preflight_run(const struct accel_pf_opts *pf, const char *record_dir, co
 {
     struct accel_pf_node node;
     struct accel_error err;
-    char local[64];
+    char local[96];
 
     accel_error_clear(&err);
     if (access(pf->config, R_OK) != 0) {
@@ -170,10 +185,15 @@ int cli_preflight_run(const struct accel_pf_opts *pf, const char *record_dir, co
         return CLI_EXIT_USAGE;
     }
     if (record_dir && *record_dir) {
-        if (!job)
-            job = getenv("SLURM_JOB_ID");
-        if (!job || !*job) {
-            snprintf(local, sizeof(local), "local-%lld-%d", (long long)time(NULL), (int)getpid());
+        if (!job) {
+            /* one record per job and machine: `accelrun launch --preflight`
+             * on every node of a job writes its own */
+            const char *id = getenv("SLURM_JOB_ID");
+            if (id && *id)
+                snprintf(local, sizeof(local), "%.24s-%.32s", id, node.host);
+            else
+                snprintf(local, sizeof(local), "local-%lld-%d-%.24s", (long long)time(NULL),
+                         (int)getpid(), node.host);
             job = local;
         }
         if (accel_pf_record(record_dir, pf->config, job, &node, 1, &err) != ACCEL_OK)

@@ -65,14 +65,16 @@ static void child(int out, char **argv, char **env)
 int plugin_preflight_task(spank_t sp, uint32_t rank)
 {
     static char built_in[] = ACCELRUN_BIN, word_preflight[] = "preflight", word_task[] = "--task",
-                word_full[] = "--full", word_dir[] = "--record-dir", word_site[] = "--site";
+                word_full[] = "--full", word_dir[] = "--record-dir", word_site[] = "--site",
+                word_dashes[] = "--";
     char *bin = plugin.args.accelrun[0] ? plugin.args.accelrun : built_in;
-    char *argv[12], buf[4097];
+    char *argv[13], buf[4097];
     char **env = NULL;
     size_t n = 0, len = 0;
-    int fds[2], status = 0;
-    time_t end = time(NULL) + PREFLIGHT_LIMIT_S;
-    pid_t pid;
+    int fds[2], status = -1;
+    bool killed = false;
+    struct timespec end;
+    pid_t pid, w;
 
     if (spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || env == NULL) {
         slurm_error(PLUGIN_NAME ": preflight: couldn't read the task's environment");
@@ -92,8 +94,11 @@ int plugin_preflight_task(spank_t sp, uint32_t rank)
         argv[n++] = word_site;
         argv[n++] = plugin.args.site;
     }
+    argv[n++] = word_dashes; /* the config is never taken for an option */
     argv[n++] = plugin.config_abs;
     argv[n] = NULL;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += PREFLIGHT_LIMIT_S;
     if (pipe2(fds, O_CLOEXEC) != 0) {
         slurm_error(PLUGIN_NAME ": preflight: couldn't make a pipe: %s", strerror(errno));
         return -1;
@@ -112,13 +117,19 @@ int plugin_preflight_task(spank_t sp, uint32_t rank)
     close(fds[1]);
     for (;;) {
         struct pollfd p = {fds[0], POLLIN, 0};
-        int left = (int)(end - time(NULL));
+        struct timespec now;
         ssize_t r;
-        if (left <= 0 || poll(&p, 1, left * 1000) == 0) {
-            kill(-pid, SIGKILL);
-            kill(pid, SIGKILL);
-            slurm_error(PLUGIN_NAME ": rank %u: preflight: no answer within %d s: stopped", rank,
-                        PREFLIGHT_LIMIT_S);
+        int ready;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec >= end.tv_sec) {
+            killed = true;
+            break;
+        }
+        ready = poll(&p, 1, (int)(end.tv_sec - now.tv_sec) * 1000);
+        if (ready < 0 && errno == EINTR)
+            continue;
+        if (ready <= 0) {
+            killed = ready == 0;
             break;
         }
         r = read(fds[0], buf + len, sizeof(buf) - 1 - len);
@@ -131,9 +142,19 @@ int plugin_preflight_task(spank_t sp, uint32_t rank)
     }
     relay(buf, &len, true);
     close(fds[0]);
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    if (killed) {
+        /* its group, before it is reaped: the id cannot be another's yet */
+        kill(-pid, SIGKILL);
+        slurm_error(PLUGIN_NAME ": rank %u: preflight: no answer within %d s: stopped", rank,
+                    PREFLIGHT_LIMIT_S);
+    }
+    while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
         ;
-    kill(-pid, SIGKILL); /* whatever the helper left in its group */
+    if (w != pid) {
+        slurm_error(PLUGIN_NAME ": rank %u: preflight: couldn't wait for %s: %s", rank, bin,
+                    strerror(errno));
+        return -1;
+    }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return 0;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 1)

@@ -155,7 +155,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
 
     (void)ac;
     (void)av;
-    if (plugin.config_path == NULL)
+    if (plugin.config_path == NULL && !plugin.preflight)
         return 0;
     if (spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS ||
         spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS ||
@@ -165,7 +165,9 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     }
     plugin.skip_step = step_id == SLURM_BATCH_SCRIPT || step_id == SLURM_EXTERN_CONT ||
                        step_id == SLURM_INTERACTIVE_STEP;
-    if (plugin.skip_step)
+    /* --accel-preflight alone (an #SBATCH line, the config on srun's):
+     * task_init fails the step that runs it, never the batch script */
+    if (plugin.skip_step || plugin.config_path == NULL)
         return 0;
     if (plugin.args.error[0] != '\0') {
         snprintf(plugin.error, sizeof(plugin.error), PLUGIN_NAME ": %s", plugin.args.error);

@@ -16,14 +16,20 @@
 #define PF_GPU_FLOOR (1ull << 30) /* bytes a process needs before its model */
 #define PF_GPU_BUSY_PERCENT 10    /* more in use before the job: a warning */
 
-/* A config that runs its processes on GPUs (accelerate's use_cpu aside). */
-static bool gpu_job(const struct accel_cfg *cfg)
+/* A config whose processes need GPUs (accelerate's use_cpu aside); NVIDIA
+ * GPUs only: NPU, MLU, XPU... are not NVML's to count. */
+static bool needs_gpus(const struct accel_cfg *cfg)
 {
-    if (cfg->use_cpu)
-        return false;
-    /* NVIDIA GPUs only: NPU, MLU, XPU... are not NVML's to count */
-    return cfg->dist == ACCEL_DIST_MULTI_GPU || cfg->dist == ACCEL_DIST_FSDP ||
-           cfg->dist == ACCEL_DIST_DEEPSPEED || cfg->dist == ACCEL_DIST_MEGATRON_LM;
+    return !cfg->use_cpu &&
+           (cfg->dist == ACCEL_DIST_MULTI_GPU || cfg->dist == ACCEL_DIST_FSDP ||
+            cfg->dist == ACCEL_DIST_DEEPSPEED || cfg->dist == ACCEL_DIST_MEGATRON_LM);
+}
+
+/* ...or that uses one where there is one: a single process (NO) runs on the
+ * first GPU it sees, else on the CPU. */
+static bool gpu_job(const struct accel_cfg *cfg, const struct accel_pf_versions *v)
+{
+    return needs_gpus(cfg) || (cfg->dist == ACCEL_DIST_NO && !cfg->use_cpu && v->ngpus > 0);
 }
 
 static unsigned procs_here(const struct accel_cfg *cfg, unsigned given)
@@ -40,7 +46,7 @@ static void gpus_row(struct accel_pf_node *node, const struct accel_cfg *cfg, un
     const struct accel_pf_versions *v = &node->v;
     const char *vis = getenv("CUDA_VISIBLE_DEVICES");
 
-    if (!gpu_job(cfg)) {
+    if (!gpu_job(cfg, &node->v)) {
         accel_pf_add_row(node, "gpus", ACCEL_PF_PASS,
                          "%s runs on CPUs here: no GPU needed (%u visible)", cfg->dist_name,
                          v->ngpus);
@@ -73,12 +79,12 @@ static void precision_row(struct accel_pf_node *node, const struct accel_cfg *cf
         need = 80;
     else if (strcmp(mp, "fp8") == 0)
         need = 89;
-    if (need == 0 || (need == 80 && !gpu_job(cfg))) {
+    if (need == 0 || (need == 80 && !gpu_job(cfg, &node->v))) {
         accel_pf_add_row(node, "precision", ACCEL_PF_PASS, "mixed_precision: %s%s",
-                         mp[0] ? mp : "no", gpu_job(cfg) ? "" : " on CPUs");
+                         mp[0] ? mp : "no", gpu_job(cfg, &node->v) ? "" : " on CPUs");
         return;
     }
-    if (!gpu_job(cfg)) {
+    if (!gpu_job(cfg, &node->v)) {
         accel_pf_add_row(
             node, "precision", ACCEL_PF_FAIL,
             "fp8 needs GPUs of compute capability 8.9 or newer (Ada, Hopper) and %s runs on "
@@ -143,6 +149,6 @@ void pf__check_hardware(struct accel_pf_node *node, const struct accel_cfg *cfg,
     use = procs ? procs : node->v.ngpus;
     gpus_row(node, cfg, procs);
     precision_row(node, cfg, use);
-    if (gpu_job(cfg) && node->v.ngpus > 0)
+    if (gpu_job(cfg, &node->v) && node->v.ngpus > 0)
         memory_row(node, use);
 }

@@ -15,7 +15,7 @@
 
 #include "pf_int.h"
 
-#define PF_MAX_NAMES 64
+#define PF_MAX_NAMES 512
 
 struct names {
     size_t n;
@@ -47,14 +47,18 @@ static void join(const struct names *ns, char *buf, size_t size)
         snprintf(buf, size, "none");
 }
 
-/* How many of `have` the entry (len bytes, no ":port") selects. */
-static size_t selects(const struct names *have, const char *entry, size_t len, bool exact)
+/* Marks in `hit` the names of `have` the entry (len bytes, no ":port")
+ * selects; returns how many it selects. */
+static size_t selects(const struct names *have, const char *entry, size_t len, bool exact,
+                      bool *hit)
 {
     size_t k = 0;
 
     for (size_t i = 0; i < have->n; i++)
-        if (strncmp(have->v[i], entry, len) == 0 && (!exact || have->v[i][len] == '\0'))
+        if (strncmp(have->v[i], entry, len) == 0 && (!exact || have->v[i][len] == '\0')) {
+            hit[i] = true;
             k++;
+        }
     return k;
 }
 
@@ -64,7 +68,8 @@ static void check_list(const char *var, const char *dir, bool ports, enum accel_
                        char *why, size_t size)
 {
     const char *val = getenv(var), *s;
-    struct names have;
+    struct names have; /* 32 KiB */
+    bool hit[PF_MAX_NAMES] = {false};
     char names[400];
     size_t off = strlen(why), any = 0, bad = 0;
     bool exclude, exact;
@@ -80,17 +85,24 @@ static void check_list(const char *var, const char *dir, bool ports, enum accel_
     s += exact;
     while (*s) {
         size_t len = strcspn(s, ","), name = ports ? strcspn(s, ":,") : len;
-        size_t k = selects(&have, s, name, exact);
+        size_t k;
+        if (name == 0) { /* an empty entry selects nothing (NCCL skips it too) */
+            s += len;
+            s += *s == ',';
+            continue;
+        }
+        k = selects(&have, s, name, exact, hit);
         if (!exclude && k == 0 && off < size)
             off += (size_t)snprintf(
                 why + off, size - off, "%s%s=%s: no %s on this node is %.*s%s (it has: %s)",
                 off ? "; " : "", var, val, ports ? "InfiniBand device" : "interface", (int)name, s,
                 exact ? "" : "*", names);
         bad += !exclude && k == 0;
-        any += k;
         s += len;
         s += *s == ',';
     }
+    for (size_t i = 0; i < have.n; i++)
+        any += hit[i];
     if (exclude ? any >= have.n : any == 0) {
         /* NCCL finds nothing to use: it fails at init, after the queue */
         *st = ACCEL_PF_FAIL;

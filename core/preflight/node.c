@@ -90,7 +90,9 @@ static bool find_python(const char *want, char *path, size_t size)
         size_t len = strcspn(p, ":");
         const char *names[2] = {want ? want : "python", want ? NULL : "python3"};
         for (int i = 0; i < 2 && names[i]; i++) {
-            int w = snprintf(path, size, "%.*s/%s", (int)len, len ? p : ".", names[i]);
+            /* an empty entry is the working directory, as for execvp */
+            int w = len ? snprintf(path, size, "%.*s/%s", (int)len, p, names[i])
+                        : snprintf(path, size, "./%s", names[i]);
             if (w > 0 && (size_t)w < size && executable(path))
                 return true;
         }
@@ -211,7 +213,7 @@ static void threads_row(struct accel_pf_node *node, const struct pf__proc *p, un
                          p->timed_out ? " (an import deadlock?)" : "");
     } else if (nmods == 0) {
         /* no accelerate: the versions row fails already */
-    } else if (cJSON_GetArraySize(found) > 0) {
+    } else if (cJSON_IsObject(found) && cJSON_GetArraySize(found) > 0) {
         /* the clearest error to show: a partially initialized module names
          * both ends of the cycle; a deadlock error names only one */
         const cJSON *show = found->child, *f;
@@ -238,10 +240,17 @@ static void threads_row(struct accel_pf_node *node, const struct pf__proc *p, un
             cJSON_GetArraySize(found), nmods, names, show->string,
             cJSON_IsString(show) ? show->valuestring : "?");
     } else {
+        const cJSON *skipped = cJSON_GetObjectItemCaseSensitive(doc, "skipped");
         accel_pf_add_row(node, "threads", ACCEL_PF_PASS,
-                         "%d modules imported by %d threads at once, %d round%s, no import error",
+                         "%d modules imported by %d threads at once, %d round%s: none failed "
+                         "there that imports from one thread%s%s",
                          nmods, nmods, cJSON_IsNumber(rounds) ? rounds->valueint : 0,
-                         cJSON_IsNumber(rounds) && rounds->valueint == 1 ? "" : "s");
+                         cJSON_IsNumber(rounds) && rounds->valueint == 1 ? "" : "s",
+                         cJSON_GetArraySize(skipped) > 0 ? "; not tried twice in one process: "
+                                                         : "",
+                         cJSON_GetArraySize(skipped) > 0 && cJSON_IsString(skipped->child)
+                             ? skipped->child->valuestring
+                             : "");
     }
     cJSON_Delete(doc);
 }
@@ -318,6 +327,21 @@ static void start_python(struct pf__proc *proc, const char *py, const struct acc
     pf__start(proc, argv);
 }
 
+enum accel_err accel_pf_opts_check(const struct accel_pf_opts *o, struct accel_error *err)
+{
+    if (!o->config || !o->config[0])
+        return accel_error_set(err, ACCEL_EINVAL, "no config to check");
+    if (o->nimports > ACCEL_PF_MAX_IMPORTS)
+        return accel_error_set(err, ACCEL_EINVAL, "more than %d modules to import",
+                               ACCEL_PF_MAX_IMPORTS);
+    for (size_t i = 0; i < o->nimports; i++)
+        if (!module_name(o->imports[i]))
+            return accel_error_set(err, ACCEL_EINVAL,
+                                   "'%s' is not a Python module name (letters, digits, _ and dots)",
+                                   o->imports[i]);
+    return ACCEL_OK;
+}
+
 enum accel_err accel_pf_check_node(struct accel_pf_node *node, const struct accel_pf_opts *o,
                                    struct accel_error *err)
 {
@@ -329,14 +353,8 @@ enum accel_err accel_pf_check_node(struct accel_pf_node *node, const struct acce
     bool have_cfg;
 
     memset(node, 0, sizeof(*node));
-    if (o->nimports > ACCEL_PF_MAX_IMPORTS)
-        return accel_error_set(err, ACCEL_EINVAL, "more than %d modules to import",
-                               ACCEL_PF_MAX_IMPORTS);
-    for (size_t i = 0; i < o->nimports; i++)
-        if (!module_name(o->imports[i]))
-            return accel_error_set(err, ACCEL_EINVAL,
-                                   "'%s' is not a Python module name (letters, digits, _ and dots)",
-                                   o->imports[i]);
+    if (accel_pf_opts_check(o, err) != ACCEL_OK)
+        return err ? err->code : ACCEL_EINVAL;
     if (gethostname(node->host, sizeof(node->host) - 1) != 0)
         pf__copy(node->host, sizeof(node->host), "?");
     node->host[strcspn(node->host, ".")] = '\0';

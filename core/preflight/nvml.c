@@ -67,30 +67,40 @@ static bool load(struct nvml *n, char *why, size_t size)
     return true;
 }
 
-/* The device a CUDA_VISIBLE_DEVICES entry names: its index, or -1. */
+/* The device a CUDA_VISIBLE_DEVICES entry names: its index, or -1 for an
+ * empty entry, an index past the last GPU, a UUID (or prefix: "GPU-8f1c",
+ * or without "GPU-") that no GPU or more than one has, or a MIG instance
+ * (not counted here: NVML lists the parent GPUs). */
 static int find(const struct nvml *n, unsigned count, const char *entry, size_t len)
 {
-    char buf[96];
+    char want[96];
     size_t d = 0;
+    int found = -1;
 
     while (d < len && isdigit((unsigned char)entry[d]))
         d++;
-    if (d == len && len > 0 && len < 6) {
-        unsigned long i = strtoul(entry, NULL, 10);
+    if (len == 0 || len >= sizeof(want))
+        return -1;
+    if (d == len) {
+        unsigned long i = len < 6 ? strtoul(entry, NULL, 10) : count;
         return i < count ? (int)i : -1;
     }
+    snprintf(want, sizeof(want), "%.*s", (int)len, entry);
+    if (strncmp(want, "MIG-", 4) == 0)
+        return -1;
     for (unsigned i = 0; i < count; i++) {
         nvml_device dev;
         char uuid[96];
         if (n->by_index(i, &dev) != 0 || n->uuid(dev, uuid, sizeof(uuid)) != 0)
             continue;
-        /* "GPU-8f1c..." or its prefix, with or without "GPU-" */
-        snprintf(buf, sizeof(buf), "%.*s", (int)(len < 95 ? len : 95), entry);
-        if (strncmp(uuid, buf, strlen(buf)) == 0 ||
-            (strncmp(uuid, "GPU-", 4) == 0 && strncmp(uuid + 4, buf, strlen(buf)) == 0))
-            return (int)i;
+        if (strncmp(uuid, want, len) == 0 ||
+            (strncmp(uuid, "GPU-", 4) == 0 && strncmp(uuid + 4, want, len) == 0)) {
+            if (found >= 0)
+                return -1; /* ambiguous, as CUDA finds it */
+            found = (int)i;
+        }
     }
-    return -1;
+    return found;
 }
 
 bool pf__nvml(struct accel_pf_versions *v, char *why, size_t size)

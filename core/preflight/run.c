@@ -59,6 +59,8 @@ void pf__start(struct pf__proc *p, const char *const argv[])
     close(rep[1]);
     p->fd_out = out[0];
     p->fd_rep = rep[0];
+    fcntl(p->fd_out, F_SETFL, O_NONBLOCK);
+    fcntl(p->fd_rep, F_SETFL, O_NONBLOCK);
     return;
 fail:
     for (int i = 0; i < 2; i++) {
@@ -100,36 +102,53 @@ static void keep_report(struct pf__proc *p, const char *b, size_t n)
     p->rep[p->rep_len] = '\0';
 }
 
-/* Reads what is there on one of p's pipes; closes it at end of file. */
-static void drain(struct pf__proc *p, int *fd, bool report)
+/* Reads what is there on one of p's pipes; closes it at end of file.
+ * Whether it read anything. */
+static bool drain(struct pf__proc *p, int *fd, bool report)
 {
     char b[8192];
     ssize_t n = read(*fd, b, sizeof(b));
 
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
-        return;
+        return false;
     if (n <= 0) {
         close(*fd);
         *fd = -1;
-        return;
+        return false;
     }
     if (report)
         keep_report(p, b, (size_t)n);
     else
         keep_tail(p, b, (size_t)n);
+    return true;
 }
 
-static void reap(struct pf__proc *p, bool block)
+/* Whether p's child has exited (left a zombie): not reaped, so its process
+ * group id stays its own until pf__wait_all kills the group. */
+static bool exited(struct pf__proc *p)
 {
-    pid_t r;
+    siginfo_t si;
 
     if (p->done || p->pid < 0)
-        return;
-    do
-        r = waitpid(p->pid, &p->status, block ? 0 : WNOHANG);
-    while (r < 0 && errno == EINTR);
-    if (r == p->pid || r < 0)
-        p->done = true;
+        return true;
+    memset(&si, 0, sizeof(si));
+    while (waitid(P_PID, (id_t)p->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+        if (errno != EINTR)
+            return true; /* not ours to wait for: nothing to wait for */
+    return si.si_pid == p->pid;
+}
+
+/* Reads what the pipes still hold (they are non-blocking): the child has
+ * exited, but what it wrote last may not have been read yet. */
+static void drain_rest(struct pf__proc *p)
+{
+    for (int k = 0; k < 2; k++) {
+        int *fd = k ? &p->fd_rep : &p->fd_out;
+        /* at most 64 reads of 8 KiB: more than PF_OUT_MAX, and bounded
+         * against a grandchild that keeps writing */
+        for (int i = 0; i < 64 && *fd >= 0 && drain(p, fd, k == 1); i++)
+            ;
+    }
 }
 
 /* The pipes of procs[0..n) still open, for poll: at most PF_MAX_PROCS. */
@@ -158,12 +177,16 @@ void pf__wait_all(struct pf__proc *procs, size_t n, double deadline)
         struct pollfd fds[2 * PF_MAX_PROCS];
         struct pf__proc *owner[2 * PF_MAX_PROCS];
         int *slot[2 * PF_MAX_PROCS];
-        size_t nf = open_pipes(procs, n, fds, owner, slot);
+        size_t nf = open_pipes(procs, n, fds, owner, slot), live = 0;
         int ms = accel_ms_left(deadline);
 
-        if (nf == 0 || ms == 0)
-            break; /* every pipe closed (the children exited), or out of time */
-        if (poll(fds, nf, ms) < 0 && errno != EINTR)
+        for (size_t i = 0; i < n; i++)
+            live += !exited(&procs[i]);
+        if (live == 0 || ms == 0)
+            break; /* all exited (what they started may hold a pipe open), or out of time */
+        /* a child's exit is seen within 50 ms even when something it started
+         * keeps its pipes open */
+        if (poll(fds, nf, ms < 50 ? ms : 50) < 0 && errno != EINTR)
             break;
         for (size_t k = 0; k < nf; k++)
             if (fds[k].revents)
@@ -171,22 +194,19 @@ void pf__wait_all(struct pf__proc *procs, size_t n, double deadline)
     }
     for (size_t i = 0; i < n; i++) {
         struct pf__proc *p = &procs[i];
+        pid_t r;
 
-        reap(p, false);
-        if (!p->done && accel_ms_left(deadline) > 0) {
-            /* pipes closed but not yet exited: give it until the deadline */
-            while (!p->done && accel_ms_left(deadline) > 0) {
-                usleep(2000);
-                reap(p, false);
-            }
-        }
-        if (!p->done) {
-            p->timed_out = true;
-            kill(-p->pid, SIGKILL);
-            reap(p, true);
-        } else if (p->pid > 0) {
-            kill(-p->pid, SIGKILL); /* what it left behind in its group */
-        }
+        if (p->done || p->pid < 0)
+            continue;
+        p->timed_out = !exited(p);
+        drain_rest(p);
+        /* the whole group (the child, or its zombie, still holds its id):
+         * nothing it started outlives it */
+        kill(-p->pid, SIGKILL);
+        do
+            r = waitpid(p->pid, &p->status, 0);
+        while (r < 0 && errno == EINTR);
+        p->done = true;
         if (p->fd_out >= 0)
             close(p->fd_out);
         if (p->fd_rep >= 0)

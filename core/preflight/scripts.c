@@ -17,8 +17,11 @@
  *   import accelerate.big_modeling`, transformers, peft (when installed),
  *   the extra modules; last torch's CUDA and NCCL.
  *
- * Line 2: {"modules": [...], "rounds": N, "concurrent_only": {module: error}}
- *   The extra modules' packages and accelerate, each with its direct
+ * Line 2: {"modules": [...], "rounds": N, "concurrent_only": {module: error},
+ *          "skipped": [package]}
+ *   The extra modules' packages and accelerate (not those with compiled
+ *   modules loaded, such as torch: they cannot be imported twice in one
+ *   process; "skipped" names them), each with its direct
  *   submodules (not tests, commands or private ones), forgotten (torch stays
  *   loaded) and imported again from one thread per module, released by a
  *   barrier: the package's thread imports it, the others their submodule as
@@ -87,10 +90,21 @@ const char pf__probe_py[] =
     "out.write(json.dumps(r) + '\\n')\n"
     "out.flush()\n"
     /* the threaded import, after it: the second line */
-    "pkgs = []\n"
+    "pkgs, skipped = [], []\n"
+    "def native(p):\n"
+    "    # a package with compiled modules loaded cannot be imported twice in one\n"
+    "    # process (torch, numpy): it is left out of the threaded rounds\n"
+    "    for k, m in list(sys.modules.items()):\n"
+    "        if k == p or k.startswith(p + '.'):\n"
+    "            f = getattr(m, '__file__', None) or ''\n"
+    "            if f.endswith(('.so', '.pyd')):\n"
+    "                return True\n"
+    "    return False\n"
     "for m in extra + ['accelerate']:\n"
-    "    if m.split('.')[0] not in pkgs:\n"
-    "        pkgs.append(m.split('.')[0])\n"
+    "    p = m.split('.')[0]\n"
+    "    if p in pkgs or p in skipped:\n"
+    "        continue\n"
+    "    (skipped if native(p) else pkgs).append(p)\n"
     "mods = []\n"
     "for p in pkgs:\n"
     "    try:\n"
@@ -148,6 +162,7 @@ const char pf__probe_py[] =
     "    except BaseException:\n"
     "        del found[m]\n"
     "found = {m: found[m] for m in mods if m in found}\n"
-    "out.write(json.dumps({'modules': mods, 'rounds': done, 'concurrent_only': found}) + '\\n')\n"
+    "out.write(json.dumps({'modules': mods, 'rounds': done, 'concurrent_only': found,\n"
+    "                      'skipped': skipped}) + '\\n')\n"
     "out.close()\n"
     "os._exit(0)\n";

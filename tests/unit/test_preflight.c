@@ -5,11 +5,13 @@
  * and its drift rows, a node's JSON both ways.  tests/preflight/run.sh and
  * tests/slurm/preflight.sh run the whole thing against real Pythons.
  */
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../../core/preflight/pf_int.h"
@@ -101,6 +103,32 @@ TEST(runner_kills_the_group_at_the_deadline)
     for (int i = 0; i < 100 && alive(grandchild); i++)
         usleep(10000);
     ASSERT(!alive(grandchild));
+    pf__proc_free(&p);
+}
+
+TEST(runner_ends_when_the_child_exits_though_its_pipes_stay_open)
+{
+    struct pf__proc p;
+    char pidfile[64], script[256], buf[32] = "";
+    double t0 = accel_now();
+    FILE *f;
+
+    snprintf(pidfile, sizeof(pidfile), "/tmp/test_preflight_bg.%d", (int)getpid());
+    /* what it starts keeps fds 1, 2 and 3 open after it exits */
+    snprintf(script, sizeof(script), "sleep 30 & echo $! > %s; echo '{}' >&3; exit 0", pidfile);
+    run_sh(&p, script, 20);
+    ASSERT(accel_now() - t0 < 5);
+    ASSERT(!p.timed_out);
+    ASSERT(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 0);
+    ASSERT_STR_EQ(p.rep, "{}\n");
+    f = fopen(pidfile, "r");
+    ASSERT(f != NULL);
+    ASSERT(fgets(buf, sizeof(buf), f) != NULL);
+    fclose(f);
+    unlink(pidfile);
+    for (int i = 0; i < 100 && alive((pid_t)atoi(buf)); i++)
+        usleep(10000);
+    ASSERT(!alive((pid_t)atoi(buf)));
     pf__proc_free(&p);
 }
 
@@ -235,11 +263,36 @@ TEST(record_and_drift_per_node)
     ASSERT_ACCEL_OK(accel_pf_record(dir, cfg, "102", nodes, 1, &err), &err);
     r = row_of(&nodes[0], "drift");
     ASSERT(r && r->status == ACCEL_PF_PASS);
-    ASSERT_CONTAINS(r->reason, "has no record of n3");
+    ASSERT_STR_EQ(r->reason, "no earlier record of this config has n3");
+    /* n1, absent from the newest record (102), is compared with 101's entry */
+    sleep(1);
+    fake_node(&nodes[0], "n1", "2.13.0", "1.16.0");
+    ASSERT_ACCEL_OK(accel_pf_record(dir, cfg, "103", nodes, 1, &err), &err);
+    r = row_of(&nodes[0], "drift");
+    ASSERT(r && r->status == ACCEL_PF_WARN);
+    ASSERT_CONTAINS(r->reason, "accelerate 1.15.0 → 1.16.0 on n1 since job 101");
     /* a job id that is a path names nothing */
     ASSERT_ERR(accel_pf_record(dir, cfg, "../evil", nodes, 1, &err), &err, ACCEL_EINVAL,
                "cannot name a record");
     ASSERT_INT_EQ(test_count_entries(dir), 2); /* x.yaml and the config's folder */
+    /* a folder others may write to is not this user's record: refused */
+    {
+        char sub[600];
+        struct dirent *e;
+        DIR *d = opendir(dir);
+        while (d && (e = readdir(d)))
+            if (strncmp(e->d_name, "x-", 2) == 0)
+                snprintf(sub, sizeof(sub), "%s/%s", dir, e->d_name);
+        if (d)
+            closedir(d);
+        ASSERT(chmod(sub, 0777) == 0);
+        fake_node(&nodes[0], "n1", "2.13.0", "1.16.0");
+        ASSERT_ERR(accel_pf_record(dir, cfg, "104", nodes, 1, &err), &err, ACCEL_EPERM,
+                   "only it may write to");
+        r = row_of(&nodes[0], "drift");
+        ASSERT(r && r->status == ACCEL_PF_WARN);
+        ASSERT_CONTAINS(r->reason, "not recorded");
+    }
     test_rmtree(dir);
 }
 
@@ -281,6 +334,8 @@ TEST(rows_past_the_cap_are_dropped)
 
 TEST_LIST(T(runner_reads_fd3_apart_from_the_output),
           T(runner_keeps_only_the_tail_and_caps_the_report),
-          T(runner_kills_the_group_at_the_deadline), T(runner_names_a_program_that_does_not_start),
-          T(version_numbers), T(nccl_name_lists_as_nccl_reads_them), T(record_and_drift_per_node),
+          T(runner_kills_the_group_at_the_deadline),
+          T(runner_ends_when_the_child_exits_though_its_pipes_stay_open),
+          T(runner_names_a_program_that_does_not_start), T(version_numbers),
+          T(nccl_name_lists_as_nccl_reads_them), T(record_and_drift_per_node),
           T(node_json_both_ways), T(rows_past_the_cap_are_dropped))

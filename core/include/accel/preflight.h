@@ -11,9 +11,10 @@
  *   imports     `from accelerate import Accelerator; import
  *               accelerate.big_modeling`, transformers, peft and the extra
  *               modules, in a clean process
- *   threads     every package above imported from threads at once, in a
- *               second process: an import cycle that a single thread survives
- *               by the order of its imports
+ *   threads     then, in the same process (torch stays loaded), accelerate
+ *               and the extra modules' packages forgotten and imported again
+ *               from one thread per module at once: an import cycle that a
+ *               single thread survives by the order of its imports
  *   gpus, precision, gpu-memory
  *               GPUs visible against processes per node; bf16 needs compute
  *               capability 8.0, fp8 8.9; free memory against a floor
@@ -100,21 +101,29 @@ struct accel_pf_opts {
     const char *imports[ACCEL_PF_MAX_IMPORTS]; /* more modules to import-test */
     size_t nimports;
     unsigned procs_per_node; /* processes this node runs; 0 = from the config */
-    unsigned timeout_ms;     /* for each Python process; 0 = 60 s */
+    unsigned timeout_ms;     /* for the job's Python (versions, both imports); 0 = 60 s */
     unsigned rounds;         /* of the threaded import; 0 = 3 */
 };
 
+/* ACCEL_EINVAL, with the reason, for options no check can run with: no
+ * config, more than ACCEL_PF_MAX_IMPORTS modules, an import name that is not
+ * a dotted Python name.  A front end calls it before anything else. */
+enum accel_err accel_pf_opts_check(const struct accel_pf_opts *opts,
+                                   struct accel_error *err) ACCEL_WUR;
+
 /* Checks this node: fills `node` (host, versions, rows) and returns ACCEL_OK
- * whatever the rows say; an error only for a bad `opts` (an import name that
- * is not a dotted Python name: ACCEL_EINVAL) or no memory. */
+ * whatever the rows say; an error only for options accel_pf_opts_check
+ * refuses. */
 enum accel_err accel_pf_check_node(struct accel_pf_node *node, const struct accel_pf_opts *opts,
                                    struct accel_error *err) ACCEL_WUR;
 
-/* Compares the nodes' versions with the newest earlier record of `config`
- * under `dir` (DIR/<config name>-<hash of its path>/<job>.json), appends a
- * `drift` row to every node, and writes this job's record (temp file, fsync,
- * rename).  Errors (the directory cannot be made or written) name the path;
- * the rows are appended before any is returned. */
+/* Compares each node's versions with its entry in the newest earlier record
+ * of `config` under `dir` (DIR/<config name>-<hash of its path>.<uid>/
+ * <job>.json) that has one, appends a `drift` row to every node, and writes
+ * this job's record (temp file, fsync, rename).  Errors name the path: a
+ * job id that is not a file name (ACCEL_EINVAL), a folder that is not this
+ * user's own (ACCEL_EPERM), one that cannot be made or written; every node
+ * gets its drift row (a WARN saying why) before any is returned. */
 enum accel_err accel_pf_record(const char *dir, const char *config, const char *job,
                                struct accel_pf_node *nodes, size_t n,
                                struct accel_error *err) ACCEL_WUR;
