@@ -8,7 +8,8 @@
 #
 # Cases: a clean pass (and =full's all_reduce); a node whose Python lacks
 # accelerate; a 1.15 key under 0.32.1; a broken interface name; drift on
-# the second run after a version change; a planted import cycle.  On every
+# the second run after a version change; a planted import cycle; and each
+# stack's real Accelerator() with a gloo all_reduce in every task.  On every
 # FAIL the program does not start, srun exits non-zero and no node drains.
 #
 # Prints TAP-like lines and "slurm-preflight: N passed, N failed, N
@@ -60,6 +61,7 @@ lab_up "slurm-preflight: lab up" "slurm-preflight: lab up: slurmd n1 n2"
 lab_workdir acclab-preflight "slurm-preflight: "
 mkdir -p "$W/records" "$W/bin"
 cp -r "$ROOT/tests/preflight/cycle" "$W/cycle"
+cp "$ROOT/tests/interop/accelerate_reduce.py" "$W/"
 # the one-machine configs of tests/preflight, on 2 nodes x 2 tasks
 for f in cpu2 cpu2_regional; do
     sed -e 's/^num_machines: 1/num_machines: 2/' -e 's/^num_processes: 2/num_processes: 4/' \
@@ -155,6 +157,26 @@ A "$W" 180 env PATH=/usr/bin:/bin srun -N2 -n4 --accel-config=cpu4.yaml \
 want "f: the planted cycle imports alone" n1 imports PASS "import cyclepkg"
 want "f: and is caught from threads, naming the module" n2 threads WARN \
     "cyclepkg\.[ab].*partially initialized module 'cyclepkg\.[ab]'"
+
+# g. the real accelerate of each stack in every task: Accelerator() and a
+# gloo all_reduce through accelerate's reduce(), after a preflight that
+# reports the two stacks apart
+for stack in 1.15 0.32; do
+    v=$V115 want="accelerate=1\.15\.0 torch=2\.13\.0"
+    [ "$stack" = 0.32 ] && v=$V032 want="accelerate=0\.32\.1 torch=1\.13[^ ]*"
+    [ -n "$v" ] || continue
+    A "$W" 180 env PATH="$v:/usr/bin:/bin" srun -N2 -n4 --accel-config=cpu4.yaml \
+        --export=ALL,GLOO_SOCKET_IFNAME=eth0 --accel-preflight python "$W/accelerate_reduce.py"
+    if ran "g: srun -N2 -n4 --accel-preflight python accelerate_reduce.py on the $stack stack"; then
+        n=$(printf '%s\n' "$out" | grep -cE "^reduce $want num_processes=4 process_index=[0-3] distributed_type=MULTI_CPU backend=gloo sum=10 ")
+        [ "$n" -eq 4 ] &&
+            ok "g: $stack stack: Accelerator() in 4 tasks on 2 nodes, gloo all_reduce sum=10" ||
+            bad "g: $stack stack: want 4 lines 'reduce $want ... backend=gloo sum=10'" "$out"
+        want "g: $stack stack: the preflight reports it as such" n2 versions PASS \
+            "$(printf '%s' "$want" | sed 's/accelerate=\(.*\) torch=\(.*\)/torch \2.*accelerate \1/')"
+        printf '%s\n' "$out" | grep '^reduce' | sort | sed 's/^/#   /'
+    fi
+done
 
 # shellcheck disable=SC2086
 "$LAB" plugstack $BASE_ARGS >/dev/null 2>&1 || bad "slurm-preflight: plugstack restored"
