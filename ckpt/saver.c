@@ -20,6 +20,9 @@
  * The writer never calls the collective function (the caller's
  * communicator is the caller's thread's): everything collective happens in
  * start (finishing a busy save), poll and resume.
+ *
+ * This file: open, close, saving, the writer; the node-local tier and the
+ * copy up are saver_tier.c's, resuming saver_resume.c's (saver_int.h).
  */
 #define _GNU_SOURCE /* O_DIRECT */
 #include <cjson/cJSON.h>
@@ -39,50 +42,7 @@
 #include "accel/alloc.h"
 #include "accel/fsutil.h"
 #include "accel/log.h"
-#include "ckpt_int.h"
-
-enum wstate {
-    W_IDLE,    /* no save in flight */
-    W_RUNNING, /* the writer has it */
-    W_DONE,    /* written (and copied up): poll commits it */
-    W_FAILED,  /* sv->werr says why */
-};
-
-/* The save in flight: copies of the request, data in the staging memory. */
-struct job {
-    unsigned long step;
-    struct accel_ckpt_kv *meta; /* keys and values owned */
-    size_t nmeta;
-    struct accel_ckpt_piece *p; /* names owned; data into staging or copies (deferred:
-                                   the caller's until the writer copied it) */
-    size_t n;
-    bool deferred; /* the writer copies the pieces first */
-};
-
-/* A buffer of the caller's memory functions, reused. */
-struct mem {
-    void *p;
-    size_t cap;
-};
-
-struct accel_ckpt_saver {
-    struct accel_ckpt_saver_opts o; /* root, local, owner owned */
-    char *local;             /* the local tier: o.local/<the root's name>-<hash>; NULL: none */
-    struct ckpt__origin org; /* recorded in every rank file this saver writes */
-    struct accel_ckpt_mem mem;
-    int lock; /* rank 0: the root's lock */
-    pthread_t thread;
-    bool thread_up;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool quit, queued;  /* under mu */
-    unsigned long tidy; /* under mu: a committed step whose clean-up the writer owes */
-    enum wstate state;  /* under mu */
-    bool staged;        /* under mu: the job's pieces are in staging (or copies) */
-    struct accel_error werr;
-    struct job job;
-    struct mem staging, copies; /* the caller's (accel_ckpt_saver_staging) and ours */
-};
+#include "saver_int.h"
 
 /* ---------------------------------------------------------------- memory */
 
@@ -131,8 +91,8 @@ static void job_free(struct job *j)
 /* ---------------------------------------------------------------- collective */
 
 /* Every rank's ok, through the min: *all true when every rank's was. */
-static enum accel_err agree(struct accel_ckpt_saver *sv, bool ok, bool *all,
-                            struct accel_error *err)
+enum accel_err ckpt__sv_agree(struct accel_ckpt_saver *sv, bool ok, bool *all,
+                              struct accel_error *err)
 {
     uint64_t m = 0;
     enum accel_err rc = sv->o.min(sv->o.min_ctx, ok ? 1 : 0, &m, err);
@@ -142,8 +102,8 @@ static enum accel_err agree(struct accel_ckpt_saver *sv, bool ok, bool *all,
 }
 
 /* rank 0's value on every rank */
-static enum accel_err from_rank0(struct accel_ckpt_saver *sv, uint64_t v, uint64_t *out,
-                                 struct accel_error *err)
+enum accel_err ckpt__sv_from_rank0(struct accel_ckpt_saver *sv, uint64_t v, uint64_t *out,
+                                   struct accel_error *err)
 {
     return sv->o.min(sv->o.min_ctx, sv->o.rank == 0 ? v : UINT64_MAX, out, err);
 }
@@ -159,7 +119,7 @@ static struct accel_ckpt_save_opts save_opts(const struct accel_ckpt_saver *sv, 
 
 /* The newest step under root whose step directory holds `file` (a
  * committed checkpoint's manifest, or this rank's file), 0 when none. */
-static unsigned long newest_with(const char *root, const char *file)
+unsigned long ckpt__sv_newest_with(const char *root, const char *file)
 {
     struct accel_ckpt_entry *e = NULL;
     struct accel_error err;
@@ -178,144 +138,6 @@ static unsigned long newest_with(const char *root, const char *file)
     }
     accel_free(e);
     return best;
-}
-
-/* ---------------------------------------------------------------- the copy up */
-
-/* Sleeps so that `done` bytes since t0 keep to `rate` bytes/s. */
-static void pace(uint64_t rate, const struct timespec *t0, uint64_t done)
-{
-    struct timespec now, wait;
-    double due, spent;
-
-    if (rate == 0)
-        return;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    due = (double)done / (double)rate;
-    spent = (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) / 1e9;
-    if (due <= spent)
-        return;
-    wait.tv_sec = (time_t)(due - spent);
-    wait.tv_nsec = (long)((due - spent - (double)wait.tv_sec) * 1e9);
-    while (nanosleep(&wait, &wait) != 0 && errno == EINTR)
-        ;
-}
-
-/* XXH3-64 of the file at path, read from the device where the file system
- * allows (O_DIRECT, else with the page cache dropped first), into *sum. */
-static enum accel_err read_back(const char *path, void *buf, size_t bufsize, uint64_t *sum,
-                                struct accel_error *err)
-{
-    XXH3_state_t *h = XXH3_createState();
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_DIRECT);
-    enum accel_err rc = ACCEL_OK;
-    ssize_t n;
-
-    if (fd < 0) {
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd >= 0)
-            (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    }
-    if (!h || fd < 0) {
-        rc = fd < 0 ? accel_error_sys(err, ACCEL_EIO, "couldn't open %s to check it", path)
-                    : accel_error_set(err, ACCEL_ENOMEM, "checkpoint: out of memory");
-        goto out;
-    }
-    XXH3_64bits_reset(h);
-    while ((n = read(fd, buf, bufsize)) != 0) {
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            rc = accel_error_sys(err, ACCEL_EIO, "couldn't read %s back", path);
-            goto out;
-        }
-        XXH3_64bits_update(h, buf, (size_t)n);
-    }
-    *sum = XXH3_64bits_digest(h);
-out:
-    if (fd >= 0)
-        close(fd);
-    XXH3_freeState(h);
-    return rc;
-}
-
-/* Copies this rank's file of `step` from the local tier to the root's step
- * directory durably, at copy_rate, and checks both ends: every piece read
- * from the local disk against the checksum its header declares (as the
- * bytes stream past: the local file is read once), and the root's copy,
- * read back, against what was written to it.  On failure *local_bad says
- * whether the local copy was at fault (unreadable or damaged), rather than
- * the root or this process. */
-static enum accel_err copy_up(struct accel_ckpt_saver *sv, unsigned long step, bool *local_bad,
-                              struct accel_error *err)
-{
-    char name[64], step_name[32], ldir[4096], from[4200], rdir[4096];
-    struct ckpt__out f = {.fd = -1, .hashing = true};
-    struct ckpt__check v;
-    struct timespec t0;
-    uint64_t wrote = 0, back = 0, done = 0;
-    void *buf = NULL;
-    enum accel_err rc;
-    int fd = -1;
-
-    memset(&v, 0, sizeof v);
-    *local_bad = false;
-    ckpt__rank_name(name, sizeof name, sv->o.rank, sv->o.world);
-    ckpt__step_name(step_name, sizeof step_name, step);
-    if (posix_memalign(&buf, CK_DIRECT_ALIGN, CK_DIRECT_BUF) != 0) {
-        buf = NULL;
-        rc = accel_error_set(err, ACCEL_ENOMEM, "checkpoint: out of memory");
-        goto out;
-    }
-    if (!ckpt__path(ldir, sizeof ldir, sv->local, step_name) ||
-        !ckpt__path(from, sizeof from, ldir, name)) {
-        rc = accel_error_set(err, ACCEL_EINVAL, "path too long: %s", sv->local);
-        goto out;
-    }
-    /* the local side: its header and declared pieces, then its bytes */
-    rc = ckpt__check_open(&v, ldir, step, sv->o.rank, sv->o.world, err);
-    if (rc == ACCEL_OK && (fd = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
-        rc = accel_error_sys(err, ACCEL_EIO, "couldn't open the local copy %s", from);
-    *local_bad = rc != ACCEL_OK && rc != ACCEL_ENOMEM;
-    if (rc != ACCEL_OK)
-        goto out;
-    (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-    rc = ckpt__step_dir(sv->o.root, step, sv->o.rank, rdir, sizeof rdir, err);
-    f.total = v.c->f[sv->o.rank].bytes;
-    if (rc == ACCEL_OK)
-        rc = ckpt__out_open(&f, rdir, name, err);
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (rc == ACCEL_OK) {
-        ssize_t n = read(fd, buf, CK_DIRECT_BUF);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            rc = accel_error_sys(err, ACCEL_EIO, "couldn't read the local copy %s", from);
-        if (n > 0)
-            rc = ckpt__check_feed(&v, buf, (size_t)n, err);
-        *local_bad = rc != ACCEL_OK;
-        if (n <= 0 || rc != ACCEL_OK)
-            break;
-        rc = ckpt__out_write(&f, buf, (uint64_t)n, err);
-        done += (uint64_t)n;
-        pace(sv->o.copy_rate, &t0, done);
-    }
-    if (rc == ACCEL_OK && (rc = ckpt__check_end(&v, err)) != ACCEL_OK)
-        *local_bad = true;
-    rc = ckpt__out_close(&f, rc, &wrote, err);
-    if (rc == ACCEL_OK)
-        rc = read_back(f.path, buf, CK_DIRECT_BUF, &back, err);
-    if (rc == ACCEL_OK && back != wrote)
-        rc = accel_error_set(err, ACCEL_EIO,
-                             "%s reads back other bytes than were written to it (the shared "
-                             "storage changed them)",
-                             f.path);
-out:
-    if (fd >= 0)
-        close(fd);
-    free(buf); /* posix_memalign's */
-    ckpt__check_free(&v);
-    return rc;
 }
 
 /* ---------------------------------------------------------------- the writer */
@@ -356,12 +178,10 @@ static enum accel_err run_job(struct accel_ckpt_saver *sv, struct job *j, struct
         if (accel_fsync_dir(dir) != ACCEL_OK || accel_fsync_dir(sv->local) != ACCEL_OK)
             rc = accel_error_sys(err, ACCEL_EIO, "couldn't fsync %s or %s", dir, sv->local);
         if (rc == ACCEL_OK)
-            rc = copy_up(sv, j->step, &local_bad, err);
+            rc = ckpt__sv_copy_up(sv, j->step, &local_bad, err);
     }
     return rc;
 }
-
-static void trim_local(struct accel_ckpt_saver *sv, unsigned long step, bool past);
 
 /* After the commit of `step`: the root's old checkpoints deleted (rank 0)
  * and the local tier trimmed (every rank).  The writer does it, so that
@@ -372,7 +192,7 @@ static void tidy_up(struct accel_ckpt_saver *sv, unsigned long step)
 
     if (sv->o.rank == 0)
         ckpt__collect(&so);
-    trim_local(sv, step, false);
+    ckpt__sv_trim_local(sv, step, false);
 }
 
 static void *writer(void *arg)
@@ -449,48 +269,6 @@ static char *dup_or_null(const char *s, bool *ok)
     return d;
 }
 
-/* The local tier of root under local: a directory named after the root
- * (its last component, at most 64 bytes of it, and the XXH3 of the whole
- * name, trailing slashes aside), so that jobs of other roots that share
- * the local directory never meet; NULL when out of memory. */
-static char *tier_path(const char *local, const char *root)
-{
-    size_t len = strlen(root), at;
-    char *path;
-
-    while (len > 1 && root[len - 1] == '/')
-        len--;
-    at = len;
-    while (at > 0 && root[at - 1] != '/')
-        at--;
-    path = accel_malloc(strlen(local) + 1 + 64 + 1 + 16 + 1);
-    if (path)
-        sprintf(path, "%s/%.*s-%016" PRIx64, local, (int)(len - at > 64 ? 64 : len - at), root + at,
-                (uint64_t)XXH3_64bits(root, len));
-    return path;
-}
-
-/* The local tier made: the directory given, then the tier in it, a
- * directory of this user's own (not a link, not another's: the local
- * directory may be one every user shares, as /tmp). */
-static enum accel_err make_tier(const struct accel_ckpt_saver *sv, struct accel_error *err)
-{
-    struct stat st;
-    enum accel_err rc = ckpt__root_dir(sv->o.local, 1, err);
-
-    if (rc != ACCEL_OK)
-        return rc;
-    if (mkdir(sv->local, 0700) != 0 && errno != EEXIST)
-        return accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO,
-                               "couldn't create the local tier %s", sv->local);
-    if (lstat(sv->local, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
-        return accel_error_set(err, ACCEL_EPERM,
-                               "the local tier %s is not a directory of uid %u (a link, or "
-                               "another user's): remove it, or give another --ckpt-local",
-                               sv->local, (unsigned)geteuid());
-    return ACCEL_OK;
-}
-
 /* A random run id, never 0. */
 static uint64_t new_run_id(void)
 {
@@ -552,7 +330,7 @@ enum accel_err accel_ckpt_saver_open(struct accel_ckpt_saver **out,
     sv->o.local = dup_or_null(o->local, &ok);
     sv->o.owner = dup_or_null(o->owner, &ok);
     sv->o.mem = NULL;
-    if (o->local && ok && !(sv->local = tier_path(o->local, o->root)))
+    if (o->local && ok && !(sv->local = ckpt__sv_tier_path(o->local, o->root)))
         ok = false;
     if (o->mem)
         sv->mem = *o->mem;
@@ -574,14 +352,14 @@ enum accel_err accel_ckpt_saver_open(struct accel_ckpt_saver **out,
     if (o->rank == 0 && (rc = ckpt__root_dir(sv->o.root, 0, err)) == ACCEL_OK)
         rc = ckpt__lock_take(sv->o.root, sv->o.owner, &sv->lock, err);
     if (rc == ACCEL_OK && sv->local)
-        rc = make_tier(sv, err);
+        rc = ckpt__sv_make_tier(sv, err);
     if (rc == ACCEL_OK) {
         if (pthread_create(&sv->thread, NULL, writer, sv) != 0)
             rc = accel_error_sys(err, ACCEL_ENOMEM, "checkpoint saver: couldn't start its writer");
         else
             sv->thread_up = true;
     }
-    arc = agree(sv, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
+    arc = ckpt__sv_agree(sv, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
     rc = ckpt__agreed(rc, arc, all, err,
                       "checkpoint saver: another rank could not open its saver of %s (rank "
                       "0 takes the root's lock; their logs say why); nothing was written",
@@ -589,9 +367,10 @@ enum accel_err accel_ckpt_saver_open(struct accel_ckpt_saver **out,
     /* the run's origin, rank 0's on every rank (the lock is held: the
      * root's newest checkpoint stays what it is unless this run commits) */
     if (rc == ACCEL_OK)
-        rc = from_rank0(sv, sv->o.rank == 0 ? new_run_id() : 0, &sv->org.run, err);
+        rc = ckpt__sv_from_rank0(sv, sv->o.rank == 0 ? new_run_id() : 0, &sv->org.run, err);
     if (rc == ACCEL_OK)
-        rc = from_rank0(sv, sv->o.rank == 0 ? newest_with(sv->o.root, CK_MANIFEST) : 0, &v, err);
+        rc = ckpt__sv_from_rank0(
+            sv, sv->o.rank == 0 ? ckpt__sv_newest_with(sv->o.root, CK_MANIFEST) : 0, &v, err);
     sv->org.base = (unsigned long)v;
     if (rc != ACCEL_OK) {
         accel_ckpt_saver_close(sv);
@@ -806,39 +585,11 @@ enum accel_err accel_ckpt_saver_fail(struct accel_ckpt_saver *sv, unsigned long 
     return ACCEL_OK;
 }
 
-/* Removes the local tier's steps older than step but the keep_local - 1
- * newest of them, and, with `past`, those newer than step (attempts that
- * did not finish).  Failures are logged. */
-static void trim_local(struct accel_ckpt_saver *sv, unsigned long step, bool past)
-{
-    struct accel_ckpt_entry *e = NULL;
-    struct accel_error err;
-    char path[4096];
-    size_t n = 0, kept = 1;
-
-    if (!sv->local || ckpt__list(sv->local, false, &e, &n, &err) != ACCEL_OK)
-        return;
-    for (size_t i = n; i-- > 0;) {
-        if (e[i].step == step || (e[i].step > step && !past))
-            continue;
-        if (e[i].step < step && kept < sv->o.keep_local) {
-            kept++;
-            continue;
-        }
-        /* the ranks of a node share its local tier: another may be removing
-         * the same directory, and only one that stays is worth a word */
-        if (ckpt__remove_dir(sv->local, e[i].name, &err) != ACCEL_OK &&
-            ckpt__path(path, sizeof path, sv->local, e[i].name) && access(path, F_OK) == 0)
-            accel_log(ACCEL_LOG_WARN, "checkpoint: local tier: %s", err.msg);
-    }
-    accel_free(e);
-}
-
 /* Rank 0 commits `step` in the root (the others wait in the agreement);
  * then `latest`, the root's clean-up, every rank's local tier. */
-static enum accel_err commit_step(struct accel_ckpt_saver *sv, unsigned long step,
-                                  const struct accel_ckpt_kv *meta, size_t nmeta,
-                                  struct accel_error *err)
+enum accel_err ckpt__sv_commit_step(struct accel_ckpt_saver *sv, unsigned long step,
+                                    const struct accel_ckpt_kv *meta, size_t nmeta,
+                                    struct accel_error *err)
 {
     const struct accel_ckpt_save_opts so = save_opts(sv, sv->o.root, step, meta, nmeta);
     char name[32], dir[4096];
@@ -852,7 +603,7 @@ static enum accel_err commit_step(struct accel_ckpt_saver *sv, unsigned long ste
         else
             rc = ckpt__commit(&so, dir, err);
     }
-    arc = agree(sv, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
+    arc = ckpt__sv_agree(sv, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
     rc = ckpt__agreed(rc, arc, all, err,
                       "checkpoint step %lu: rank 0 could not commit it (its log says why)", step);
     if (rc != ACCEL_OK)
@@ -895,7 +646,7 @@ enum accel_err accel_ckpt_saver_poll(struct accel_ckpt_saver *sv, bool block,
         finish_job(sv);
         return rc;
     }
-    rc = commit_step(sv, step, sv->job.meta, sv->job.nmeta, err);
+    rc = ckpt__sv_commit_step(sv, step, sv->job.meta, sv->job.nmeta, err);
     finish_job(sv);
     if (rc == ACCEL_OK)
         *committed = step;
@@ -910,267 +661,4 @@ enum accel_err accel_ckpt_saver_save(struct accel_ckpt_saver *sv,
     enum accel_err rc = start(sv, q, STAGE_NONE, ACCEL_CKPT_WAIT, err);
 
     return rc == ACCEL_OK ? accel_ckpt_saver_poll(sv, true, &done, err) : rc;
-}
-
-/* ---------------------------------------------------------------- resuming */
-
-/* The save's metadata as this rank's local file of `step` recorded it
- * (rank 0 commits with it), into a new array of *n pairs. */
-static enum accel_err local_meta(struct accel_ckpt_saver *sv, unsigned long step,
-                                 struct accel_ckpt_kv **out, size_t *n, struct accel_error *err)
-{
-    char name[64], step_name[32], dir[4096], path[4200];
-    struct ckpt__st_header h;
-    const char *json;
-    cJSON *doc = NULL;
-    struct stat st;
-    enum accel_err rc;
-    int fd;
-
-    *out = NULL;
-    *n = 0;
-    memset(&h, 0, sizeof h);
-    ckpt__rank_name(name, sizeof name, sv->o.rank, sv->o.world);
-    ckpt__step_name(step_name, sizeof step_name, step);
-    if (!ckpt__path(dir, sizeof dir, sv->local, step_name) ||
-        !ckpt__path(path, sizeof path, dir, name))
-        return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", sv->local);
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return accel_error_sys(err, ACCEL_EIO, "couldn't open %s", path);
-    }
-    rc = ckpt__st_read(fd, (uint64_t)st.st_size, ST_MAX_HEADER, path, &h, err);
-    close(fd);
-    json = rc == ACCEL_OK ? ckpt__st_meta(&h, CK_META_USER) : NULL;
-    doc = json ? ckpt__st_json_object(json, strlen(json)) : NULL;
-    if (rc == ACCEL_OK && !doc)
-        rc = accel_error_set(err, ACCEL_EPARSE, "%s: __metadata__[\"%s\"] is missing or malformed",
-                             path, CK_META_USER);
-    if (rc == ACCEL_OK) {
-        size_t cap = (size_t)cJSON_GetArraySize(doc);
-        *out = accel_calloc(cap ? cap : 1, sizeof **out);
-        if (!*out)
-            rc = accel_error_set(err, ACCEL_ENOMEM, "checkpoint: out of memory");
-        for (const cJSON *e = doc->child; rc == ACCEL_OK && e; e = e->next) {
-            struct accel_ckpt_kv *kv = &(*out)[*n];
-            if (!cJSON_IsString(e))
-                rc = accel_error_set(err, ACCEL_EPARSE, "%s: metadata '%s' is not a string", path,
-                                     e->string);
-            else if (!(kv->key = accel_strdup(e->string)) ||
-                     !(kv->value = accel_strdup(e->valuestring)))
-                rc = accel_error_set(err, ACCEL_ENOMEM, "checkpoint: out of memory");
-            (*n)++;
-        }
-    }
-    cJSON_Delete(doc);
-    ckpt__st_header_free(&h);
-    return rc;
-}
-
-static void kv_free(struct accel_ckpt_kv *kv, size_t n)
-{
-    for (size_t i = 0; kv && i < n; i++) {
-        accel_free((char *)kv[i].key);
-        accel_free((char *)kv[i].value);
-    }
-    accel_free(kv);
-}
-
-/* Every rank's local copy of `step` copied up, then committed in the root.
- * On failure *fallback says whether a local copy somewhere was at fault
- * (the resume goes on from the root's newest) rather than the root (the
- * resume fails, the local copies kept for another try). */
-static enum accel_err commit_local(struct accel_ckpt_saver *sv, unsigned long step, bool *fallback,
-                                   struct accel_error *err)
-{
-    struct accel_ckpt_kv *meta = NULL;
-    size_t nmeta = 0;
-    uint64_t least = 0;
-    enum accel_err rc, arc;
-    bool local_bad = false;
-
-    *fallback = false;
-    rc = copy_up(sv, step, &local_bad, err);
-    if (rc == ACCEL_OK && sv->o.rank == 0 &&
-        (rc = local_meta(sv, step, &meta, &nmeta, err)) != ACCEL_OK)
-        local_bad = rc != ACCEL_ENOMEM;
-    /* every rank's outcome, the least decides: 0 a local copy at fault,
-     * 1 another failure, 2 copied */
-    arc = sv->o.min(sv->o.min_ctx,
-                    rc == ACCEL_OK ? 2
-                    : local_bad    ? 0
-                                   : 1,
-                    &least, rc == ACCEL_OK ? err : NULL);
-    if (rc == ACCEL_OK && arc != ACCEL_OK)
-        rc = arc;
-    else if (rc == ACCEL_OK && least < 2)
-        rc = accel_error_set(err, ACCEL_EPEER,
-                             "checkpoint step %lu: another rank could not copy its local file "
-                             "to the root (its log says why)",
-                             step);
-    *fallback = arc == ACCEL_OK && least == 0;
-    if (rc == ACCEL_OK)
-        rc = commit_step(sv, step, meta, nmeta, err);
-    kv_free(meta, nmeta);
-    return rc;
-}
-
-/* The origin of the root's committed `step` (as its rank 0 file records
- * it): zero when none (a save without a saver) or unreadable. */
-static struct ckpt__origin root_origin(const char *root, unsigned long step)
-{
-    struct ckpt__origin org = {0, 0};
-    struct ckpt__st_header h;
-    struct accel_ckpt *c = NULL;
-    struct accel_error e;
-    char name[32], dir[4096], path[4200];
-    struct stat st;
-    int fd = -1;
-
-    memset(&h, 0, sizeof h);
-    ckpt__step_name(name, sizeof name, step);
-    if (step && ckpt__path(dir, sizeof dir, root, name) && ckpt__load(&c, dir, &e) == ACCEL_OK &&
-        c->nf > 0 && ckpt__path(path, sizeof path, dir, c->f[0].name) &&
-        (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) >= 0 && fstat(fd, &st) == 0 &&
-        ckpt__st_read(fd, (uint64_t)st.st_size, ST_MAX_HEADER, path, &h, &e) == ACCEL_OK)
-        (void)ckpt__origin_of(&h, &org);
-    if (fd >= 0)
-        close(fd);
-    ckpt__st_header_free(&h);
-    accel_ckpt_close(c);
-    return org;
-}
-
-/* The run of this rank's local copy of `step` (0: unusable, the reason
- * logged): its header whole and of this rank, world and step, written by
- * the run that wrote the root's newest checkpoint `shared` (whose origin's
- * run is shared_run) or by a run that went on from that one. */
-static uint64_t usable_run(struct accel_ckpt_saver *sv, unsigned long step, unsigned long shared,
-                           uint64_t shared_run)
-{
-    char step_name[32], dir[4096];
-    struct ckpt__origin org = {0, 0};
-    struct ckpt__check v;
-    struct accel_error e;
-    uint64_t run = 0;
-
-    memset(&v, 0, sizeof v);
-    accel_error_clear(&e);
-    ckpt__step_name(step_name, sizeof step_name, step);
-    if (!ckpt__path(dir, sizeof dir, sv->local, step_name))
-        accel_error_set(&e, ACCEL_EINVAL, "path too long: %s", sv->local);
-    else if (ckpt__check_open(&v, dir, step, sv->o.rank, sv->o.world, &e) != ACCEL_OK)
-        ;
-    else if (!ckpt__origin_of(ckpt__check_header(&v), &org))
-        accel_error_set(&e, ACCEL_EPARSE, "%s/%s records no saver's run", dir,
-                        v.c->f[sv->o.rank].name);
-    else if (org.run != shared_run && org.base != shared)
-        accel_error_set(&e, ACCEL_EINVAL,
-                        "%s/%s was written by a run that went on from step %lu, and %s has "
-                        "step %lu from another run since",
-                        dir, v.c->f[sv->o.rank].name, org.base, sv->o.root, shared);
-    else
-        run = org.run;
-    if (!run)
-        accel_log(ACCEL_LOG_WARN, "checkpoint: rank %u: local step %lu not committed: %s",
-                  sv->o.rank, step, e.msg);
-    ckpt__check_free(&v);
-    return run;
-}
-
-enum accel_err accel_ckpt_saver_resume(struct accel_ckpt_saver *sv, unsigned long *step,
-                                       struct accel_error *err)
-{
-    char name[64];
-    uint64_t shared = 0, local = 0, shared_run = 0, lo = 0, hi_inv = 0, run = 0;
-    bool all_trimmed = false;
-    enum accel_err rc;
-
-    *step = 0;
-    /* rank 0's view of the root (the others' may be behind, through NFS) */
-    rc = from_rank0(sv, sv->o.rank == 0 ? newest_with(sv->o.root, CK_MANIFEST) : 0, &shared, err);
-    if (rc != ACCEL_OK)
-        return rc;
-    if (sv->local) {
-        ckpt__rank_name(name, sizeof name, sv->o.rank, sv->o.world);
-        rc = sv->o.min(sv->o.min_ctx, newest_with(sv->local, name), &local, err);
-        /* a newer step every rank has, of one run, that went on from the
-         * root's newest: its run agreed as the least of run and of ~run */
-        if (rc == ACCEL_OK && local > shared)
-            rc = from_rank0(sv, sv->o.rank == 0 ? root_origin(sv->o.root, shared).run : 0,
-                            &shared_run, err);
-        if (rc == ACCEL_OK && local > shared)
-            run = usable_run(sv, (unsigned long)local, (unsigned long)shared, shared_run);
-        if (rc == ACCEL_OK && local > shared)
-            rc = sv->o.min(sv->o.min_ctx, run, &lo, err);
-        if (rc == ACCEL_OK && local > shared)
-            rc = sv->o.min(sv->o.min_ctx, run ? ~run : 0, &hi_inv, err);
-        if (rc != ACCEL_OK)
-            return rc;
-        if (local > shared && lo != 0 && lo == ~hi_inv) {
-            struct accel_error e;
-            bool fallback = false;
-            accel_error_clear(&e);
-            rc = commit_local(sv, (unsigned long)local, &fallback, &e);
-            if (rc == ACCEL_OK) {
-                if (sv->o.rank == 0)
-                    accel_log(ACCEL_LOG_INFO,
-                              "checkpoint: step %lu was in every rank's local tier, not yet in "
-                              "%s: committed there from the local copies",
-                              (unsigned long)local, sv->o.root);
-                shared = local;
-            } else if (fallback) {
-                accel_log(ACCEL_LOG_WARN,
-                          "checkpoint: a local copy of step %lu is damaged (%s): resuming from "
-                          "step %lu",
-                          (unsigned long)local, e.msg, (unsigned long)shared);
-            } else {
-                return accel_error_set(err, rc,
-                                       "checkpoint: step %lu is in every rank's local tier but "
-                                       "could not be committed in %s: %s; the local copies are "
-                                       "kept for the next try (removing step %lu from the local "
-                                       "tiers resumes from step %lu instead)",
-                                       (unsigned long)local, sv->o.root, e.msg,
-                                       (unsigned long)local, (unsigned long)shared);
-            }
-        } else if (local > shared && sv->o.rank == 0) {
-            accel_log(ACCEL_LOG_INFO,
-                      "checkpoint: local step %lu is not committed in %s (not every rank has a "
-                      "whole copy of it from one run that went on from step %lu; their logs "
-                      "say why): resuming from step %lu",
-                      (unsigned long)local, sv->o.root, (unsigned long)shared,
-                      (unsigned long)shared);
-        }
-        trim_local(sv, (unsigned long)shared, true);
-        /* the ranks of a node share its tier: none saves (a step past the
-         * one resumed) before all are done removing such steps */
-        rc = agree(sv, true, &all_trimmed, err);
-        if (rc != ACCEL_OK)
-            return rc;
-    }
-    sv->org.base = (unsigned long)shared; /* this run goes on from it */
-    *step = (unsigned long)shared;
-    return ACCEL_OK;
-}
-
-enum accel_err accel_ckpt_saver_open_step(struct accel_ckpt_saver *sv, unsigned long step,
-                                          struct accel_ckpt **c, struct accel_error *err)
-{
-    char name[32], dir[4096], local[4096];
-    enum accel_err rc;
-
-    *c = NULL;
-    ckpt__step_name(name, sizeof name, step);
-    if (!ckpt__path(dir, sizeof dir, sv->o.root, name) ||
-        (sv->local && !ckpt__path(local, sizeof local, sv->local, name)))
-        return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", sv->o.root);
-    rc = accel_ckpt_open(c, dir, err);
-    if (rc == ACCEL_OK && sv->local && !((*c)->local_dir = accel_strdup(local))) {
-        accel_ckpt_close(*c);
-        *c = NULL;
-        rc = accel_error_set(err, ACCEL_ENOMEM, "checkpoint: out of memory");
-    }
-    return rc;
 }
