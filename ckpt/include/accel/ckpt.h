@@ -32,6 +32,12 @@
  * renamed; the directory is fsynced before the manifest is written, the
  * manifest and `latest` are written durably (accel_write_durable), and older
  * checkpoints are deleted only after the new one is committed.
+ *
+ * Thread-safety: the one-shot functions (save, list, verify, consolidate,
+ * open) keep no shared state and are safe from any thread; the ranks of one
+ * process may save and load at once (tests/unit/test_ckpt.c runs them as
+ * threads).  A handle (accel_ckpt) and a saver belong to one thread at a
+ * time, as said at each; a saver's own writer thread is internal.
  */
 #ifndef ACCEL_CKPT_H
 #define ACCEL_CKPT_H

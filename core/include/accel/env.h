@@ -13,6 +13,10 @@
  * accelerate runs.  Same inputs, same bytes out: no I/O, no clock, no getenv.
  *
  * Ownership: struct accel_env owns its strings; accel_env_free releases them.
+ *
+ * Thread-safety: every function is safe from any thread (no shared state);
+ * a struct accel_env belongs to one thread at a time, and the config, plan
+ * and site it reads may be shared, read-only.
  */
 #ifndef ACCEL_ENV_H
 #define ACCEL_ENV_H

@@ -188,7 +188,7 @@ struct accel_node_rank {
     int numa;                 /* os index of the NUMA node its CPUs are on; -1 unknown */
     char *cpus;               /* its CPUs as a list ("0-13,112-125"), owned by the plan */
     int nic;                  /* index in topo->nics; -1 none (CPU-only, or no NIC near) */
-    enum accel_link nic_link; /* PCI_SWITCH or NUMA when nic >= 0, else NONE */
+    enum accel_link nic_link; /* PCI_SWITCH, NUMA or SYS when nic >= 0, else NONE */
     enum accel_link next;     /* link to local rank (i + 1) mod nranks; NONE for one rank */
 };
 
