@@ -24,13 +24,8 @@
  * This file: open, close, saving, the writer; the node-local tier and the
  * copy up are saver_tier.c's, resuming saver_resume.c's (saver_int.h).
  */
-#define _GNU_SOURCE /* O_DIRECT */
-#include <cjson/cJSON.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
+#define _GNU_SOURCE /* getrandom */
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -41,7 +36,6 @@
 
 #include "accel/alloc.h"
 #include "accel/fsutil.h"
-#include "accel/log.h"
 #include "saver_int.h"
 
 /* ---------------------------------------------------------------- memory */

@@ -5,22 +5,18 @@
  * keep_local after a commit.
  */
 #define _GNU_SOURCE /* O_DIRECT */
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include "accel/alloc.h"
-#include "accel/fsutil.h"
 #include "accel/log.h"
 #include "saver_int.h"
 
