@@ -19,7 +19,6 @@
  * The store is closed (a closing barrier, then rank 0 stops serving) before
  * the program starts, so MASTER_PORT is free for it.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +26,7 @@
 #include "accel/alloc.h"
 #include "accel/clock.h"
 #include "accel/comm.h"
+#include "accel/getenv.h"
 #include "accel/preflight.h"
 #include "accel/store.h"
 #include "cli.h"
@@ -40,17 +40,28 @@ struct job {
     double timeout_s; /* of each phase */
 };
 
-static unsigned env_u(const char *name, unsigned dflt)
+/* The layout the plugin and Slurm set, each variable checked: a malformed
+ * one is an error naming it, never taken for a default. */
+static enum accel_err read_layout(struct job *j, struct accel_pf_opts *pf, struct accel_error *err)
 {
-    const char *v = getenv(name);
-    char *end;
-    unsigned long n;
+    static const char who[] = "the task's layout";
+    unsigned nnodes = 1;
+    enum accel_err rc;
 
-    if (!v || !*v)
-        return dflt;
-    errno = 0;
-    n = strtoul(v, &end, 10);
-    return (*end || errno || n > MAX_NODES * 4096ul) ? dflt : (unsigned)n;
+    if ((rc = accel_getenv_uint_or(who, "LOCAL_RANK", 0, 1u << 20, 0, &j->local_rank, err)) ||
+        (rc = accel_getenv_uint_or(who, "LOCAL_WORLD_SIZE", 1, 4096, pf->procs_per_node,
+                                   &pf->procs_per_node, err)) ||
+        (rc = accel_getenv_uint_or(who, "SLURM_NNODES", 1, MAX_NODES, 1, &nnodes, err)) ||
+        (rc = accel_getenv_uint_or(who, "SLURM_STEP_NUM_NODES", 1, MAX_NODES, nnodes, &j->nnodes,
+                                   err)) ||
+        (rc = accel_getenv_uint_or(who, "SLURM_NODEID", 0, MAX_NODES - 1, 0, &j->node, err)))
+        return rc;
+    if (j->node >= j->nnodes)
+        return accel_error_set(err, ACCEL_EINVAL,
+                               "SLURM_NODEID=%u of SLURM_STEP_NUM_NODES=%u is not a node of "
+                               "the step",
+                               j->node, j->nnodes);
+    return ACCEL_OK;
 }
 
 /* --full: a small all_reduce over every task, checked. */
@@ -182,29 +193,19 @@ int cli_preflight_job(const struct accel_pf_opts *given, const char *record_dir,
     double t0 = accel_now();
     int status = CLI_EXIT_FINDINGS;
 
+    /* the options were checked when they were parsed (cli_preflight) */
     accel_error_clear(&err);
-    if (accel_pf_opts_check(pf, &err) != ACCEL_OK) {
+    if (read_layout(&j, pf, &err) != ACCEL_OK) {
         fprintf(stderr, "accelrun preflight: %s\n", err.msg);
         return CLI_EXIT_USAGE;
     }
-    j.local_rank = env_u("LOCAL_RANK", 0);
-    /* this node's processes, as the plugin counted them; its GPUs are the
-     * step's on the node, not the one a task bound to one GPU sees */
-    pf->procs_per_node = env_u("LOCAL_WORLD_SIZE", pf->procs_per_node);
+    /* this node's GPUs are the step's on the node, not the one a task bound
+     * to one GPU sees */
     if (getenv("SLURM_STEP_GPUS") && *getenv("SLURM_STEP_GPUS"))
         setenv("CUDA_VISIBLE_DEVICES", getenv("SLURM_STEP_GPUS"), 1);
-    j.node = env_u("SLURM_NODEID", 0);
-    j.nnodes = env_u("SLURM_STEP_NUM_NODES", env_u("SLURM_NNODES", 1));
     j.name = getenv("SLURMD_NODENAME");
     /* every phase bounded: the Python's timeout and then some */
     j.timeout_s = (pf->timeout_ms ? pf->timeout_ms / 1000.0 : 60.0) + 30.0;
-    if (j.nnodes == 0 || j.nnodes > MAX_NODES || j.node >= j.nnodes) {
-        fprintf(stderr,
-                "accelrun preflight: SLURM_NODEID=%u of SLURM_STEP_NUM_NODES=%u is not "
-                "a node of the step\n",
-                j.node, j.nnodes);
-        return CLI_EXIT_USAGE;
-    }
     snprintf(timeout, sizeof(timeout), "%.0f", j.timeout_s);
     setenv("ACCELRUN_TIMEOUT", timeout, 1);
     accel_error_clear(&err);

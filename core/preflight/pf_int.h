@@ -68,6 +68,11 @@ void pf__check_network(struct accel_pf_node *node);
 char *pf__versions_to_json(const struct accel_pf_versions *v);
 bool pf__versions_from_json(struct accel_pf_versions *v, const void *json);
 
+/* Letters, digits, '.', '_', '-': what host names, job ids and record
+ * names are made of (report.c); a plain name is one or more of them. */
+bool pf__plain_char(char c);
+bool pf__plain_name(const char *s);
+
 /* A fixed-size copy: always NUL-terminated, truncated to fit. */
 void pf__copy(char *dst, size_t size, const char *src);
 

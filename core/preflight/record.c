@@ -13,7 +13,6 @@
  * one that does not parse is passed over.
  */
 #define _GNU_SOURCE
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -39,18 +38,14 @@ static void file_name(char *dst, size_t size, const char *src, size_t max)
     size_t k = 0;
 
     for (const char *c = src; *c && k + 1 < size && k < max; c++)
-        dst[k++] = (isalnum((unsigned char)*c) || *c == '.' || *c == '_' || *c == '-') ? *c : '_';
+        dst[k++] = pf__plain_char(*c) ? *c : '_';
     dst[k] = '\0';
 }
 
+/* A job id that is a file name of its own: plain, not hidden, short. */
 static bool safe_job(const char *job)
 {
-    if (!job[0] || job[0] == '.' || strlen(job) > 64)
-        return false;
-    for (const char *c = job; *c; c++)
-        if (!(isalnum((unsigned char)*c) || *c == '.' || *c == '_' || *c == '-'))
-            return false;
-    return true;
+    return pf__plain_name(job) && job[0] != '.' && strlen(job) <= 64;
 }
 
 #define PF_RECORDS_LOOKED_AT 16 /* the newest records searched for a node */

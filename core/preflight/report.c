@@ -200,13 +200,17 @@ bool pf__versions_from_json(struct accel_pf_versions *v, const void *json)
     return true;
 }
 
-/* A host name as gethostname gives one: letters, digits, '-', '_', '.'. */
-static bool host_name(const char *h)
+bool pf__plain_char(char c)
 {
-    if (!h[0])
+    return isalnum((unsigned char)c) || c == '.' || c == '_' || c == '-';
+}
+
+bool pf__plain_name(const char *s)
+{
+    if (!s[0])
         return false;
-    for (; *h; h++)
-        if (!isalnum((unsigned char)*h) && *h != '-' && *h != '_' && *h != '.')
+    for (; *s; s++)
+        if (!pf__plain_char(*s))
             return false;
     return true;
 }
@@ -219,7 +223,7 @@ enum accel_err accel_pf_node_from_json(struct accel_pf_node *node, const char *t
 
     memset(node, 0, sizeof(*node));
     if (!cJSON_IsObject(o) || !take(node->host, sizeof(node->host), o, "host") ||
-        !host_name(node->host) ||
+        !pf__plain_name(node->host) || /* a host name as gethostname gives one */
         !pf__versions_from_json(&node->v, cJSON_GetObjectItemCaseSensitive(o, "versions")) ||
         !cJSON_IsArray(checks)) {
         cJSON_Delete(o);
