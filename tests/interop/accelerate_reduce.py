@@ -18,3 +18,7 @@ print("reduce accelerate=%s torch=%s num_processes=%d process_index=%d distribut
          getattr(a.distributed_type, "value", a.distributed_type),
          torch.distributed.get_backend(), total.item(), socket.gethostname()), flush=True)
 a.wait_for_everyone()
+# Tear the process group down before exit: torch 2.x's gloo threads abort the
+# process ("terminate called without an active exception") when the
+# interpreter exits with the group still up.
+torch.distributed.destroy_process_group()

@@ -4,6 +4,8 @@ a real accelerate release: Accelerator() must see the distributed state the
 accelrun SPANK plugin's environment describes."""
 import socket
 
+import torch
+
 from accelerate import Accelerator
 
 a = Accelerator()
@@ -11,3 +13,7 @@ print("accelerator num_processes=%d process_index=%d distributed_type=%s mixed_p
       % (a.num_processes, a.process_index, getattr(a.distributed_type, "value", a.distributed_type),
          a.mixed_precision, socket.gethostname()), flush=True)
 a.wait_for_everyone()
+# Tear the process group down before exit: torch 2.x's gloo threads abort the
+# process ("terminate called without an active exception") when the
+# interpreter exits with the group still up.
+torch.distributed.destroy_process_group()
