@@ -39,24 +39,16 @@ int cli_check(int argc, char **argv)
                                          {NULL, 0, NULL, 0}};
     struct accel_cfg_opts copts = {0};
     const char *site_path = NULL;
-    struct accel_site site;
-    struct accel_diags d;
-    struct accel_cfg cfg;
-    struct accel_error err;
+    struct cli_getopt g = {argc, argv, prog_name, "h", opts, cli_check_usage};
+    struct cli_config c;
     bool json = false;
     unsigned long n;
-    enum accel_err rc;
-    int c, status;
+    int opt, status;
 
-    argv[0] = prog_name; /* getopt's own messages say "accelrun check: ..." */
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        int shared = cli_shared_option(c, optarg, &copts.version, &site_path);
-        if (shared < 0)
-            return CLI_EXIT_USAGE;
-        if (shared > 0)
-            continue;
-        switch (c) {
+    g.version = &copts.version; /* CLI_SHARED_OPTIONS */
+    g.site = &site_path;
+    while ((opt = cli_next_option(&g)) >= 0) {
+        switch (opt) {
         case 'N':
             if (!cli_parse_uint("--nodes", optarg, 1, 1u << 20, &n))
                 return CLI_EXIT_USAGE;
@@ -70,39 +62,28 @@ int cli_check(int argc, char **argv)
         case 'j':
             json = true;
             break;
-        case 'h':
-            fputs(cli_check_usage, stdout);
-            return CLI_EXIT_OK;
-        default:
-            fputs(cli_check_usage, stderr);
-            return CLI_EXIT_USAGE;
         }
     }
+    if (opt != CLI_OPT_END)
+        return opt == CLI_OPT_HELP ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     if (optind != argc - 1) {
         fprintf(stderr, "accelrun check: expected one config FILE\n\n%s", cli_check_usage);
         return CLI_EXIT_USAGE;
     }
-    status = cli_load_site(site_path, copts.version, &site, json, stdout);
+    status = cli_config_load(&c, argv[optind], site_path, &copts, json, stdout);
     if (status != CLI_EXIT_OK)
         return status;
-    copts.site = site_path ? &site : NULL;
-    accel_diags_init(&d);
-    accel_error_clear(&err);
-    rc = accel_cfg_load(&cfg, argv[optind], &copts, &d, &err);
-    accel_diags_sort(&d);
     if (json)
-        cli_print_diags_json(&d, stdout);
+        cli_print_diags_json(&c.diags, stdout);
     else
-        cli_print_diags(&d, stdout);
-    status = cli_exit_status(rc);
-    if (rc == ACCEL_OK && !json)
+        cli_print_diags(&c.diags, stdout);
+    status = cli_exit_status(c.rc);
+    if (c.rc == ACCEL_OK && !json)
         printf("%s: ok (%s, %zu warning%s)\n", argv[optind],
-               cfg.sagemaker ? "a SageMaker config" : cfg.dist_name, d.warnings,
-               d.warnings == 1 ? "" : "s");
-    else if (rc != ACCEL_OK && !json)
-        cli_print_summary(argv[optind], &d, stdout);
-    accel_cfg_free(&cfg);
-    accel_diags_free(&d);
-    accel_site_free(&site);
+               c.cfg.sagemaker ? "a SageMaker config" : c.cfg.dist_name, c.diags.warnings,
+               c.diags.warnings == 1 ? "" : "s");
+    else if (c.rc != ACCEL_OK && !json)
+        cli_print_summary(argv[optind], &c.diags, stdout);
+    cli_config_free(&c);
     return status;
 }

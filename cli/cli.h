@@ -5,6 +5,8 @@
 #ifndef ACCELRUN_CLI_H
 #define ACCELRUN_CLI_H
 
+#include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "accel/config.h"
@@ -56,6 +58,46 @@ bool cli_parse_uint(const char *opt, const char *text, unsigned long lo, unsigne
 /* Handles one of CLI_SHARED_OPTIONS: returns 1 when `c` was one, 0 when it
  * was not, -1 for a bad value (the error is printed). */
 int cli_shared_option(int c, const char *arg, unsigned *version, const char **site);
+
+/* A subcommand's command line, read one option at a time by
+ * cli_next_option (getopt_long underneath, so optarg and optind are its). */
+struct cli_getopt {
+    int argc;
+    char **argv;
+    char *prog;                 /* argv[0] while parsing: getopt's own messages name it */
+    const char *optstring;      /* getopt_long's ("h", "+hn:", ...) */
+    const struct option *table; /* getopt_long's, {NULL, 0, NULL, 0}-terminated */
+    const char *usage;          /* printed by --help (stdout) and after a bad option (stderr) */
+    unsigned *version;          /* not NULL: CLI_SHARED_OPTIONS are handled here, */
+    const char **site;          /* into *version and *site */
+    bool started;
+};
+
+#define CLI_OPT_END (-1)  /* no option left: argv[optind] is the first operand */
+#define CLI_OPT_HELP (-2) /* -h/--help: the usage went to stdout */
+#define CLI_OPT_BAD (-3)  /* an unknown option, a missing or bad value: said on stderr */
+
+/* The next of the subcommand's own options (the short option's character,
+ * the long option's val), optarg its value; or a CLI_OPT_* code.  The first
+ * call starts from argv[1]. */
+int cli_next_option(struct cli_getopt *g);
+
+/* A config read as `check` and `env` read it: the --site file, then FILE. */
+struct cli_config {
+    struct accel_site site;
+    struct accel_cfg cfg;
+    struct accel_diags diags; /* FILE's findings, sorted, not printed */
+    enum accel_err rc;        /* how reading FILE went */
+    bool loaded;              /* the above are set (cli_config_free frees them) */
+};
+
+/* Loads site_path (NULL: none; its findings, when it fails, are printed to
+ * `out`, as JSON with `json`) and then `file` with `copts` (copts->site set
+ * here).  Returns CLI_EXIT_OK once FILE was read, well or not (c->rc), else
+ * the site file's exit status.  cli_config_free(c) frees c in both cases. */
+int cli_config_load(struct cli_config *c, const char *file, const char *site_path,
+                    struct accel_cfg_opts *copts, bool json, FILE *out);
+void cli_config_free(struct cli_config *c);
 
 /* Loads --site FILE (if given) for `version`; on failure prints the findings
  * and a summary to `out`.  Returns a CLI_EXIT_* status. */

@@ -1,9 +1,11 @@
 /*
- * common.c: helpers the subcommands share: printing findings as text or
- * JSON, parsing numbers strictly, loading the site file.
+ * common.c: helpers the subcommands share: reading their options, printing
+ * findings as text or JSON, parsing numbers strictly, loading the site file
+ * and a config on it.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -89,6 +91,34 @@ int cli_shared_option(int c, const char *arg, unsigned *version, const char **si
     return 1;
 }
 
+int cli_next_option(struct cli_getopt *g)
+{
+    int c;
+
+    if (!g->started) {
+        g->argv[0] = g->prog;
+        optind = 1;
+        g->started = true;
+    }
+    while ((c = getopt_long(g->argc, g->argv, g->optstring, g->table, NULL)) != -1) {
+        int shared = g->version ? cli_shared_option(c, optarg, g->version, g->site) : 0;
+        if (shared < 0)
+            return CLI_OPT_BAD;
+        if (shared > 0)
+            continue;
+        if (c == 'h') {
+            fputs(g->usage, stdout);
+            return CLI_OPT_HELP;
+        }
+        if (c == '?' || c == ':') {
+            fputs(g->usage, stderr);
+            return CLI_OPT_BAD;
+        }
+        return c;
+    }
+    return CLI_OPT_END;
+}
+
 int cli_exit_status(enum accel_err rc)
 {
     switch (rc) {
@@ -146,4 +176,33 @@ int cli_load_site(const char *path, unsigned version, struct accel_site *site, b
     }
     accel_diags_free(&d);
     return cli_exit_status(rc);
+}
+
+int cli_config_load(struct cli_config *c, const char *file, const char *site_path,
+                    struct accel_cfg_opts *copts, bool json, FILE *out)
+{
+    struct accel_error err;
+    int status;
+
+    c->loaded = false;
+    status = cli_load_site(site_path, copts->version, &c->site, json, out);
+    if (status != CLI_EXIT_OK)
+        return status;
+    copts->site = site_path ? &c->site : NULL;
+    accel_diags_init(&c->diags);
+    accel_error_clear(&err);
+    c->rc = accel_cfg_load(&c->cfg, file, copts, &c->diags, &err);
+    accel_diags_sort(&c->diags);
+    c->loaded = true;
+    return CLI_EXIT_OK;
+}
+
+void cli_config_free(struct cli_config *c)
+{
+    if (!c->loaded)
+        return;
+    accel_cfg_free(&c->cfg);
+    accel_diags_free(&c->diags);
+    accel_site_free(&c->site);
+    c->loaded = false;
 }

@@ -97,9 +97,44 @@ static int print_json(const struct accel_env *env)
     return 0;
 }
 
+static void print_env(enum fmt fmt, const struct accel_env *env)
+{
+    if (fmt == FMT_SH)
+        print_sh(env);
+    else if (fmt == FMT_JSON)
+        print_json(env);
+    else
+        print_dotenv(env);
+}
+
 static char prog_name[] = "accelrun env";
 
-int cli_env(int argc, char **argv)
+/* The command line: the layout, the config's options, the output format. */
+struct env_args {
+    struct accel_layout lay;
+    struct accel_cfg_opts copts;
+    const char *site_path;
+    enum fmt fmt;
+};
+
+static bool parse_format(const char *text, enum fmt *fmt)
+{
+    if (strcmp(text, "sh") == 0)
+        *fmt = FMT_SH;
+    else if (strcmp(text, "dotenv") == 0)
+        *fmt = FMT_DOTENV;
+    else if (strcmp(text, "json") == 0)
+        *fmt = FMT_JSON;
+    else {
+        fprintf(stderr, "accelrun: --format: '%s' is not sh, dotenv or json\n", text);
+        return false;
+    }
+    return true;
+}
+
+/* The options, then the one FILE (argv[optind]).  Returns CLI_EXIT_OK, -1
+ * after --help, or CLI_EXIT_USAGE (said on stderr). */
+static int parse(int argc, char **argv, struct env_args *a)
 {
     static const struct option opts[] = {{"nnodes", required_argument, NULL, 'n'},
                                          {"node-rank", required_argument, NULL, 'r'},
@@ -113,131 +148,114 @@ int cli_env(int argc, char **argv)
                                          {"format", required_argument, NULL, 'f'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
-    struct accel_layout lay = {0, 0, 0, -1, -1, 0, NULL, 0, 0};
-    struct accel_cfg_opts copts = {0};
-    struct accel_env_opts eopts = {NULL, NULL};
-    const char *site_path = NULL;
+    struct cli_getopt g = {argc, argv, prog_name, "h", opts, cli_env_usage};
     bool have_nnodes = false, have_rank = false, have_nproc = false;
-    enum fmt fmt = FMT_DOTENV;
-    struct accel_site site;
-    struct accel_diags d;
-    struct accel_cfg cfg;
-    struct accel_env env = {NULL, 0};
-    struct accel_error err;
     unsigned long n;
-    int c, status = CLI_EXIT_FINDINGS;
-    enum accel_err rc;
+    int c;
 
-    argv[0] = prog_name; /* getopt's own messages say "accelrun env: ..." */
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        int shared = cli_shared_option(c, optarg, &copts.version, &site_path);
-        if (shared < 0)
-            return CLI_EXIT_USAGE;
-        if (shared > 0)
-            continue;
+    g.version = &a->copts.version; /* CLI_SHARED_OPTIONS */
+    g.site = &a->site_path;
+    while ((c = cli_next_option(&g)) >= 0) {
         switch (c) {
         case 'n':
             if (!cli_parse_uint("--nnodes", optarg, 1, 1u << 20, &n))
                 return CLI_EXIT_USAGE;
-            lay.nnodes = (unsigned)n;
+            a->lay.nnodes = (unsigned)n;
             have_nnodes = true;
             break;
         case 'r':
             if (!cli_parse_uint("--node-rank", optarg, 0, 1u << 20, &n))
                 return CLI_EXIT_USAGE;
-            lay.node_rank = (unsigned)n;
+            a->lay.node_rank = (unsigned)n;
             have_rank = true;
             break;
         case 'p':
             if (!cli_parse_uint("--nproc-per-node", optarg, 1, 4096, &n))
                 return CLI_EXIT_USAGE;
-            lay.nproc_per_node = (unsigned)n;
+            a->lay.nproc_per_node = (unsigned)n;
             have_nproc = true;
             break;
         case 'l':
             if (!cli_parse_uint("--local-rank", optarg, 0, 4095, &n))
                 return CLI_EXIT_USAGE;
-            lay.local_rank = (int)n;
+            a->lay.local_rank = (int)n;
             break;
         case 'a':
-            lay.master_addr = optarg;
+            a->lay.master_addr = optarg;
             break;
         case 'P':
             if (!cli_parse_uint("--master-port", optarg, 1, 65535, &n))
                 return CLI_EXIT_USAGE;
-            lay.master_port = (unsigned)n;
+            a->lay.master_port = (unsigned)n;
             break;
         case 'c':
             if (!cli_parse_uint("--cpus-per-proc", optarg, 1, 65536, &n))
                 return CLI_EXIT_USAGE;
-            lay.cpus_per_proc = (unsigned)n;
+            a->lay.cpus_per_proc = (unsigned)n;
             break;
         case 'f':
-            if (strcmp(optarg, "sh") == 0)
-                fmt = FMT_SH;
-            else if (strcmp(optarg, "dotenv") == 0)
-                fmt = FMT_DOTENV;
-            else if (strcmp(optarg, "json") == 0)
-                fmt = FMT_JSON;
-            else {
-                fprintf(stderr, "accelrun: --format: '%s' is not sh, dotenv or json\n", optarg);
+            if (!parse_format(optarg, &a->fmt))
                 return CLI_EXIT_USAGE;
-            }
             break;
-        case 'h':
-            fputs(cli_env_usage, stdout);
-            return CLI_EXIT_OK;
-        default:
-            fputs(cli_env_usage, stderr);
-            return CLI_EXIT_USAGE;
         }
     }
+    if (c != CLI_OPT_END)
+        return c == CLI_OPT_HELP ? -1 : CLI_EXIT_USAGE;
     if (optind != argc - 1 || !have_nnodes || !have_rank || !have_nproc) {
         fprintf(stderr,
                 "accelrun env: expected FILE, --nnodes, --node-rank and --nproc-per-node\n\n%s",
                 cli_env_usage);
         return CLI_EXIT_USAGE;
     }
-    status = cli_load_site(site_path, copts.version, &site, false, stderr);
+    return CLI_EXIT_OK;
+}
+
+/* Loads `file` and prints its environment for the layout. */
+static int print_for(const char *file, struct env_args *a)
+{
+    struct accel_env_opts eopts = {NULL, NULL};
+    struct accel_env env = {NULL, 0};
+    struct cli_config c;
+    struct accel_error err;
+    int status;
+
+    status = cli_config_load(&c, file, a->site_path, &a->copts, false, stderr);
     if (status != CLI_EXIT_OK)
         return status;
     status = CLI_EXIT_FINDINGS;
-    copts.site = site_path ? &site : NULL;
-    eopts.site = copts.site;
-    accel_diags_init(&d);
-    accel_error_clear(&err);
-    rc = accel_cfg_load(&cfg, argv[optind], &copts, &d, &err);
-    accel_diags_sort(&d);
+    eopts.site = a->copts.site;
     /* Warnings still matter to someone previewing an environment. */
-    cli_print_diags(&d, stderr);
-    if (rc != ACCEL_OK) {
-        status = cli_exit_status(rc);
+    cli_print_diags(&c.diags, stderr);
+    if (c.rc != ACCEL_OK) {
+        status = cli_exit_status(c.rc);
         goto out;
     }
     /* (with num_machines > 1 the config's own warning already says it) */
-    if (lay.nnodes > 1 && lay.master_addr == NULL && cfg.main_process_ip == NULL &&
-        cfg.num_machines <= 1)
+    if (a->lay.nnodes > 1 && a->lay.master_addr == NULL && c.cfg.main_process_ip == NULL &&
+        c.cfg.num_machines <= 1)
         fprintf(stderr,
                 "%s: warning: %u nodes, no --master-addr and no main_process_ip: MASTER_ADDR "
                 "falls back to 127.0.0.1, which only works on one machine\n",
-                argv[optind], lay.nnodes);
-    rc = accel_env_build(&cfg, &lay, &eopts, &env, &err);
-    if (rc != ACCEL_OK) {
-        fprintf(stderr, "%s: error: %s\n", argv[optind], err.msg);
+                file, a->lay.nnodes);
+    accel_error_clear(&err);
+    if (accel_env_build(&c.cfg, &a->lay, &eopts, &env, &err) != ACCEL_OK) {
+        fprintf(stderr, "%s: error: %s\n", file, err.msg);
         goto out;
     }
-    if (fmt == FMT_SH)
-        print_sh(&env);
-    else if (fmt == FMT_JSON)
-        print_json(&env);
-    else
-        print_dotenv(&env);
+    print_env(a->fmt, &env);
     status = CLI_EXIT_OK;
 out:
     accel_env_free(&env);
-    accel_cfg_free(&cfg);
-    accel_diags_free(&d);
-    accel_site_free(&site);
+    cli_config_free(&c);
     return status;
+}
+
+int cli_env(int argc, char **argv)
+{
+    struct env_args a = {{0, 0, 0, -1, -1, 0, NULL, 0, 0}, {0}, NULL, FMT_DOTENV};
+    int status = parse(argc, argv, &a);
+
+    if (status != CLI_EXIT_OK)
+        return status < 0 ? CLI_EXIT_OK : status;
+    return print_for(argv[optind], &a);
 }

@@ -120,17 +120,14 @@ static int parse(struct launch *l, int argc, char **argv)
 
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
+    static char prog_name[] = "accelrun launch";
+    struct cli_getopt g = {argc, argv, prog_name, "+hn:", opts, cli_launch_usage};
     unsigned long n;
     int c;
 
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "+hn:", opts, NULL)) != -1) {
-        int shared = cli_shared_option(c, optarg, &l->version, &l->site_path);
-        if (shared != 0) {
-            if (shared < 0)
-                return CLI_EXIT_USAGE;
-            continue;
-        }
+    g.version = &l->version; /* CLI_SHARED_OPTIONS */
+    g.site = &l->site_path;
+    while ((c = cli_next_option(&g)) >= 0) {
         switch (c) {
         case 'c':
             l->config = optarg;
@@ -178,14 +175,10 @@ static int parse(struct launch *l, int argc, char **argv)
         case 'F':
             l->preflight = true;
             break;
-        case 'h':
-            fputs(cli_launch_usage, stdout);
-            return -1;
-        default:
-            fputs(cli_launch_usage, stderr);
-            return CLI_EXIT_USAGE;
         }
     }
+    if (c != CLI_OPT_END)
+        return c == CLI_OPT_HELP ? -1 : CLI_EXIT_USAGE;
     if (l->preflight && l->config == NULL) {
         fprintf(stderr, "accelrun launch: --preflight needs --config FILE (the config it "
                         "checks)\n");
@@ -414,128 +407,172 @@ static int preflight(const struct launch *l, const struct accel_site *site, char
     return status;
 }
 
-int cli_launch(int argc, char **argv)
-{
-    static char prog_name[] = "accelrun launch";
-    struct launch l = {0};
+/* What cli_launch holds from stage to stage; ranks_free frees it. */
+struct ranks {
     struct accel_site site;
     struct accel_cfg cfg;
     struct accel_topo topo;
-    struct accel_node_plan plan = {0, false, NULL};
-    struct accel_rank_plan *placed = NULL;
-    struct accel_plan eplan = {0, NULL};
-    struct accel_env *envs = NULL;
-    char ***envps = NULL;
-    const char **cpus = NULL;
+    struct accel_node_plan plan;    /* GPU order, NIC and CPUs per local rank */
+    struct accel_rank_plan *placed; /* [nproc] the plan as core/env takes it */
+    struct accel_plan eplan;        /* eplan.nranks 0: no placement */
+    struct accel_env *envs;         /* [nproc] what core/env builds */
+    char ***envps;                  /* [nproc] each rank's whole environment */
+    const char **cpus;              /* [nproc] the CPUs to bind to, or NULL */
+    bool have_topo, have_cfg;
+    unsigned ngpus;
+};
+
+/* The site policy, when --site gave one. */
+static const struct accel_site *site_of(const struct launch *l, const struct ranks *r)
+{
+    return l->site_path ? &r->site : NULL;
+}
+
+/* The config and the layout.  The machine is discovered only where it
+ * matters: the built-in config's choice between GPUs and CPUs, and a GPU
+ * job's placement. */
+static int settle(struct launch *l, struct ranks *r)
+{
+    int status;
+
+    if (l->config == NULL) {
+        r->have_topo = load_topology(l, &r->topo);
+        r->ngpus = gpus_here(r->have_topo ? &r->topo : NULL);
+    }
+    status = load_config(l, site_of(l, r), r->ngpus, &r->cfg);
+    if (status != CLI_EXIT_OK)
+        return status;
+    r->have_cfg = true;
+    if (l->config != NULL && !r->cfg.use_cpu) {
+        r->have_topo = load_topology(l, &r->topo);
+        r->ngpus = gpus_here(r->have_topo ? &r->topo : NULL);
+    }
+    return settle_layout(l, &r->cfg, r->ngpus);
+}
+
+/* The plan: GPU order, NIC and CPUs per local rank (GPU jobs); without
+ * one (a warning), the ranks are not placed. */
+static void place(const struct launch *l, struct ranks *r)
+{
+    struct accel_plan_req req = {l->nproc, getenv("CUDA_VISIBLE_DEVICES"), false, NULL, false};
     struct accel_error err;
-    bool have_topo = false, have_cfg = false;
-    unsigned ngpus = 0;
+
+    if (!r->have_topo || r->ngpus == 0 || r->cfg.use_cpu)
+        return;
+    accel_error_clear(&err);
+    r->placed = calloc(l->nproc, sizeof(*r->placed));
+    if (r->placed == NULL || accel_topo_plan(&r->topo, &req, &r->plan, &err) != ACCEL_OK ||
+        accel_node_plan_export(&r->topo, &r->plan, req.gpus, r->placed, l->nproc, &r->eplan,
+                               &err) != ACCEL_OK) {
+        fprintf(stderr, "accelrun launch: warning: no placement: %s\n",
+                r->placed ? err.msg : "out of memory");
+        r->eplan.nranks = 0;
+    }
+    for (unsigned i = 0; i < r->eplan.nranks && !r->site.nic_binding; i++)
+        r->placed[i].nccl_ib_hca[0] = r->placed[i].nccl_socket_ifname[0] = '\0';
+}
+
+/* Every rank's environment and CPUs; with --dry-run, printed instead of
+ * merged into this process's environment. */
+static int build_ranks(const struct launch *l, struct ranks *r)
+{
+    struct accel_error err;
+
+    r->envs = calloc(l->nproc, sizeof(*r->envs));
+    r->envps = calloc(l->nproc, sizeof(*r->envps));
+    r->cpus = calloc(l->nproc, sizeof(*r->cpus));
+    if (r->envs == NULL || r->envps == NULL || r->cpus == NULL) {
+        fprintf(stderr, "accelrun launch: out of memory\n");
+        return CLI_EXIT_USAGE;
+    }
+    for (unsigned i = 0; i < l->nproc; i++) {
+        struct accel_layout lay = {l->nnodes, l->node_rank - 1, l->nproc,       (int)i, -1,
+                                   0,         l->master_addr,   l->master_port, 0};
+        struct accel_env_opts eopts = {r->eplan.nranks ? &r->eplan : NULL, site_of(l, r), false};
+        accel_error_clear(&err);
+        if (accel_env_build(&r->cfg, &lay, &eopts, &r->envs[i], &err) != ACCEL_OK) {
+            fprintf(stderr, "%s: error: %s\n", r->cfg.file, err.msg);
+            return CLI_EXIT_FINDINGS;
+        }
+        if (r->eplan.nranks && r->site.cpu_binding && r->plan.ranks[i].cpus &&
+            r->plan.ranks[i].cpus[0])
+            r->cpus[i] = r->plan.ranks[i].cpus;
+        if (l->dry_run) {
+            print_rank(l, i, &r->envs[i], r->cpus[i], site_of(l, r), l->config == NULL);
+            continue;
+        }
+        r->envps[i] = merge_env(&r->envs[i], site_of(l, r), l->config == NULL);
+        if (r->envps[i] == NULL) {
+            fprintf(stderr, "accelrun launch: out of memory\n");
+            return CLI_EXIT_USAGE;
+        }
+    }
+    return CLI_EXIT_OK;
+}
+
+/* --preflight (rank 0's environment), then the ranks: procs.c. */
+static int run_ranks(const struct launch *l, const struct ranks *r, char **cmd)
+{
+    struct procs_opts po = {l->nproc,     (l->node_rank - 1) * l->nproc,
+                            cmd,          (char **const *)r->envps,
+                            r->cpus,      l->tee,
+                            l->main_only, l->grace_s};
+    int status;
+
+    if (l->preflight) {
+        status = preflight(l, site_of(l, r), r->envps[0]);
+        if (status != CLI_EXIT_OK)
+            return status;
+    }
+    if (l->main_only && l->tee == NULL && l->nproc > 1)
+        fprintf(stderr, "accelrun launch: note: --main-only without --tee: the output of "
+                        "ranks other than 0 is dropped\n");
+    fflush(NULL);
+    return procs_run(&po);
+}
+
+static void ranks_free(const struct launch *l, struct ranks *r)
+{
+    for (unsigned i = 0; r->envs != NULL && i < l->nproc; i++) {
+        free(r->envps ? r->envps[i] : NULL);
+        accel_env_free(&r->envs[i]);
+    }
+    free(r->envs);
+    free(r->envps);
+    free(r->cpus);
+    free(r->placed);
+    accel_node_plan_free(&r->plan);
+    if (r->have_topo)
+        accel_topo_free(&r->topo);
+    if (r->have_cfg)
+        accel_cfg_free(&r->cfg);
+    accel_site_free(&r->site);
+}
+
+int cli_launch(int argc, char **argv)
+{
+    struct launch l = {0};
+    struct ranks r;
     int status;
 
     l.grace_s = 10;
-    argv[0] = prog_name;
     status = parse(&l, argc, argv);
     if (status != CLI_EXIT_OK)
         return status < 0 ? CLI_EXIT_OK : status;
     pet_defaults(&l);
-    status = cli_load_site(l.site_path, l.version, &site, false, stderr);
+    memset(&r, 0, sizeof(r));
+    status = cli_load_site(l.site_path, l.version, &r.site, false, stderr);
     if (status != CLI_EXIT_OK)
         return status;
-    /* The machine is discovered only where it matters: the built-in
-     * config's choice between GPUs and CPUs, and a GPU job's placement. */
-    if (l.config == NULL) {
-        have_topo = load_topology(&l, &topo);
-        ngpus = gpus_here(have_topo ? &topo : NULL);
-    }
-    status = load_config(&l, l.site_path ? &site : NULL, ngpus, &cfg);
+    status = settle(&l, &r);
     if (status != CLI_EXIT_OK)
         goto out;
-    have_cfg = true;
-    if (l.config != NULL && !cfg.use_cpu) {
-        have_topo = load_topology(&l, &topo);
-        ngpus = gpus_here(have_topo ? &topo : NULL);
-    }
-    status = settle_layout(&l, &cfg, ngpus);
-    if (status != CLI_EXIT_OK)
+    place(&l, &r);
+    status = build_ranks(&l, &r);
+    if (status != CLI_EXIT_OK || l.dry_run)
         goto out;
-
-    /* the plan: GPU order, NIC and CPUs per local rank (GPU jobs) */
-    if (have_topo && ngpus > 0 && !cfg.use_cpu) {
-        struct accel_plan_req req = {l.nproc, getenv("CUDA_VISIBLE_DEVICES"), false, NULL, false};
-        accel_error_clear(&err);
-        placed = calloc(l.nproc, sizeof(*placed));
-        if (placed == NULL || accel_topo_plan(&topo, &req, &plan, &err) != ACCEL_OK ||
-            accel_node_plan_export(&topo, &plan, req.gpus, placed, l.nproc, &eplan, &err) !=
-                ACCEL_OK) {
-            fprintf(stderr, "accelrun launch: warning: no placement: %s\n",
-                    placed ? err.msg : "out of memory");
-            eplan.nranks = 0;
-        }
-        for (unsigned i = 0; i < eplan.nranks && !site.nic_binding; i++)
-            placed[i].nccl_ib_hca[0] = placed[i].nccl_socket_ifname[0] = '\0';
-    }
-    envs = calloc(l.nproc, sizeof(*envs));
-    envps = calloc(l.nproc, sizeof(*envps));
-    cpus = calloc(l.nproc, sizeof(*cpus));
-    if (envs == NULL || envps == NULL || cpus == NULL) {
-        fprintf(stderr, "accelrun launch: out of memory\n");
-        status = CLI_EXIT_USAGE;
-        goto out;
-    }
-    for (unsigned i = 0; i < l.nproc; i++) {
-        struct accel_layout lay = {l.nnodes, l.node_rank - 1, l.nproc,       (int)i, -1,
-                                   0,        l.master_addr,   l.master_port, 0};
-        struct accel_env_opts eopts = {eplan.nranks ? &eplan : NULL, l.site_path ? &site : NULL,
-                                       false};
-        accel_error_clear(&err);
-        if (accel_env_build(&cfg, &lay, &eopts, &envs[i], &err) != ACCEL_OK) {
-            fprintf(stderr, "%s: error: %s\n", cfg.file, err.msg);
-            status = CLI_EXIT_FINDINGS;
-            goto out;
-        }
-        if (eplan.nranks && site.cpu_binding && plan.ranks[i].cpus && plan.ranks[i].cpus[0])
-            cpus[i] = plan.ranks[i].cpus;
-        if (l.dry_run) {
-            print_rank(&l, i, &envs[i], cpus[i], l.site_path ? &site : NULL, l.config == NULL);
-            continue;
-        }
-        envps[i] = merge_env(&envs[i], l.site_path ? &site : NULL, l.config == NULL);
-        if (envps[i] == NULL) {
-            fprintf(stderr, "accelrun launch: out of memory\n");
-            status = CLI_EXIT_USAGE;
-            goto out;
-        }
-    }
-    if (!l.dry_run && l.preflight) {
-        status = preflight(&l, l.site_path ? &site : NULL, envps[0]);
-        if (status != CLI_EXIT_OK)
-            goto out;
-    }
-    if (!l.dry_run) {
-        struct procs_opts po = {l.nproc,       (l.node_rank - 1) * l.nproc,
-                                argv + optind, (char **const *)envps,
-                                cpus,          l.tee,
-                                l.main_only,   l.grace_s};
-        if (l.main_only && l.tee == NULL && l.nproc > 1)
-            fprintf(stderr, "accelrun launch: note: --main-only without --tee: the output of "
-                            "ranks other than 0 is dropped\n");
-        fflush(NULL);
-        status = procs_run(&po);
-    }
+    status = run_ranks(&l, &r, argv + optind);
 out:
-    for (unsigned i = 0; envs != NULL && i < l.nproc; i++) {
-        free(envps ? envps[i] : NULL);
-        accel_env_free(&envs[i]);
-    }
-    free(envs);
-    free(envps);
-    free(cpus);
-    free(placed);
-    accel_node_plan_free(&plan);
-    if (have_topo)
-        accel_topo_free(&topo);
-    if (have_cfg)
-        accel_cfg_free(&cfg);
-    accel_site_free(&site);
+    ranks_free(&l, &r);
     return status;
 }

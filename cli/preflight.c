@@ -63,7 +63,9 @@ struct args {
     bool json, in_job, full;
 };
 
-static int parse(int argc, char **argv, struct args *a)
+/* The options into `a`.  Returns CLI_EXIT_OK, -1 after --help, or
+ * CLI_EXIT_USAGE (said on stderr). */
+static int parse_options(int argc, char **argv, struct args *a)
 {
     static const struct option opts[] = {{"python", required_argument, NULL, 'p'},
                                          {"import", required_argument, NULL, 'i'},
@@ -77,12 +79,11 @@ static int parse(int argc, char **argv, struct args *a)
                                          {"full", no_argument, NULL, 'f'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
+    struct cli_getopt g = {argc, argv, prog_name, "h", opts, cli_preflight_usage};
     unsigned long n;
     int c;
 
-    argv[0] = prog_name;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = cli_next_option(&g)) >= 0) {
         switch (c) {
         case 'p':
             a->pf.python = optarg;
@@ -123,14 +124,43 @@ static int parse(int argc, char **argv, struct args *a)
         case 'f':
             a->full = true;
             break;
-        case 'h':
-            fputs(cli_preflight_usage, stdout);
-            return -1;
-        default:
-            fputs(cli_preflight_usage, stderr);
-            return CLI_EXIT_USAGE;
         }
     }
+    if (c != CLI_OPT_END)
+        return c == CLI_OPT_HELP ? -1 : CLI_EXIT_USAGE;
+    return CLI_EXIT_OK;
+}
+
+/* Without --import: the job's own packages, named in its environment
+ * (srun --export) as a comma list. */
+static int imports_from_env(struct args *a)
+{
+    static char list[1024];
+    char *save = NULL;
+
+    if (a->pf.nimports != 0 || !getenv("ACCELRUN_PREFLIGHT_IMPORTS"))
+        return CLI_EXIT_OK;
+    snprintf(list, sizeof(list), "%s", getenv("ACCELRUN_PREFLIGHT_IMPORTS"));
+    for (char *m = strtok_r(list, ", ", &save); m; m = strtok_r(NULL, ", ", &save)) {
+        if (a->pf.nimports == ACCEL_PF_MAX_IMPORTS) {
+            fprintf(stderr, "accelrun preflight: ACCELRUN_PREFLIGHT_IMPORTS: at most %d modules\n",
+                    ACCEL_PF_MAX_IMPORTS);
+            return CLI_EXIT_USAGE;
+        }
+        a->pf.imports[a->pf.nimports++] = m;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* The command line, checked, with the defaults from the environment.
+ * Returns CLI_EXIT_OK, -1 after --help, or CLI_EXIT_USAGE. */
+static int parse(int argc, char **argv, struct args *a)
+{
+    struct accel_error err;
+    int status = parse_options(argc, argv, a);
+
+    if (status != CLI_EXIT_OK)
+        return status;
     if (optind != argc - 1) {
         fprintf(stderr, "accelrun preflight: expected one config FILE\n\n%s", cli_preflight_usage);
         return CLI_EXIT_USAGE;
@@ -140,28 +170,12 @@ static int parse(int argc, char **argv, struct args *a)
         return CLI_EXIT_USAGE;
     }
     a->pf.config = argv[optind];
-    if (a->pf.nimports == 0 && getenv("ACCELRUN_PREFLIGHT_IMPORTS")) {
-        /* the job's own packages, named in its environment (srun --export) */
-        static char list[1024];
-        char *save = NULL;
-        snprintf(list, sizeof(list), "%s", getenv("ACCELRUN_PREFLIGHT_IMPORTS"));
-        for (char *m = strtok_r(list, ", ", &save); m; m = strtok_r(NULL, ", ", &save)) {
-            if (a->pf.nimports == ACCEL_PF_MAX_IMPORTS) {
-                fprintf(stderr,
-                        "accelrun preflight: ACCELRUN_PREFLIGHT_IMPORTS: at most %d modules\n",
-                        ACCEL_PF_MAX_IMPORTS);
-                return CLI_EXIT_USAGE;
-            }
-            a->pf.imports[a->pf.nimports++] = m;
-        }
-    }
-    {
-        struct accel_error err;
-        accel_error_clear(&err);
-        if (accel_pf_opts_check(&a->pf, &err) != ACCEL_OK) {
-            fprintf(stderr, "accelrun preflight: %s\n", err.msg);
-            return CLI_EXIT_USAGE;
-        }
+    if (imports_from_env(a) != CLI_EXIT_OK)
+        return CLI_EXIT_USAGE;
+    accel_error_clear(&err);
+    if (accel_pf_opts_check(&a->pf, &err) != ACCEL_OK) {
+        fprintf(stderr, "accelrun preflight: %s\n", err.msg);
+        return CLI_EXIT_USAGE;
     }
     if (!a->record_dir)
         a->record_dir = getenv("ACCELRUN_PREFLIGHT_DIR");

@@ -393,200 +393,300 @@ static int exit_code(int status)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* The launcher's state while the ranks run, shared by procs_run's stages. */
+struct group {
+    const struct procs_opts *o;
+    struct rank *ranks; /* [n] */
+    struct pollfd *fds; /* [2n + 1]: the signalfd, then the open pipes */
+    unsigned *owner;    /* [2n + 1] fds[k]: rank * 2 + (stderr) */
+    sigset_t old;       /* the signal mask before (the ranks get it back) */
+    struct sigaction old_pipe;
+    struct rlimit nofile; /* the soft limit given */
+    int sfd, failed, interrupted, code, subreaper;
+    unsigned running, stopped, halted; /* halted: running when interrupted */
+    double kill_at, drain_until;
+    bool killing, set_up, unstarted, children;
+};
+
+/* Sends `sig` to the first n ranks (and what they left); SIGKILL follows
+ * after the grace period. */
+static void stop(struct group *g, unsigned n, int sig)
+{
+    signal_all(g->ranks, n, sig);
+    g->kill_at = accel_now() + g->o->grace_s;
+}
+
 /* Collects ended children, ranks and adopted ones; the first failed rank
  * stops the others.  Returns whether a child is left. */
-static bool reap(const struct procs_opts *o, struct rank *ranks, unsigned *running, int *failed,
-                 unsigned *stopped, int interrupted, double *kill_at)
+static bool reap(struct group *g)
 {
     int status;
     pid_t pid;
 
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-        for (unsigned i = 0; i < o->n; i++) {
-            if (ranks[i].pid != pid)
+        for (unsigned i = 0; i < g->o->n; i++) {
+            if (g->ranks[i].pid != pid)
                 continue;
-            ranks[i].pid = -1;
-            ranks[i].status = status;
-            (*running)--;
-            if (status == 0 || *failed >= 0 || interrupted)
+            g->ranks[i].pid = -1;
+            g->ranks[i].status = status;
+            g->running--;
+            if (status == 0 || g->failed >= 0 || g->interrupted)
                 continue;
-            *failed = (int)i;
-            *stopped = live(ranks, o->n);
-            signal_all(ranks, o->n, SIGTERM);
-            *kill_at = accel_now() + o->grace_s;
+            g->failed = (int)i;
+            g->stopped = live(g->ranks, g->o->n);
+            stop(g, g->o->n, SIGTERM);
         }
     }
     return pid == 0 || (pid < 0 && errno == EINTR);
 }
 
-int procs_run(const struct procs_opts *o)
+/* The group's memory, nothing open yet; false (said) without memory. */
+static bool group_init(struct group *g, const struct procs_opts *o)
 {
-    struct rank *ranks = calloc(o->n, sizeof(*ranks));
-    struct pollfd *fds = calloc(2 * o->n + 1, sizeof(*fds));
-    unsigned *owner = calloc(2 * o->n + 1, sizeof(*owner)); /* fds[k]: rank * 2 + (stderr) */
-    sigset_t mask, old;
-    struct sigaction ign = {.sa_handler = SIG_IGN}, old_pipe;
-    struct rlimit nofile = {RLIM_INFINITY, RLIM_INFINITY}; /* the soft limit given */
-    int sfd = -1, failed = -1, interrupted = 0, code = 0, subreaper = 0;
-    unsigned running = 0, stopped = 0, halted = 0; /* halted: running when interrupted */
-    double kill_at = 0, drain_until = 0;
-    bool killing = false, set_up = false, unstarted = false, children;
-
-    if (ranks == NULL || fds == NULL || owner == NULL) {
+    memset(g, 0, sizeof(*g));
+    g->o = o;
+    g->ranks = calloc(o->n, sizeof(*g->ranks));
+    g->fds = calloc(2 * o->n + 1, sizeof(*g->fds));
+    g->owner = calloc(2 * o->n + 1, sizeof(*g->owner));
+    g->nofile.rlim_cur = g->nofile.rlim_max = RLIM_INFINITY;
+    g->sfd = -1;
+    g->failed = -1;
+    if (g->ranks == NULL || g->fds == NULL || g->owner == NULL) {
         fprintf(stderr, "accelrun: out of memory\n");
-        free(ranks);
-        free(fds);
-        free(owner);
-        return 1;
+        free(g->ranks);
+        free(g->fds);
+        free(g->owner);
+        return false;
     }
     for (unsigned i = 0; i < o->n; i++)
-        ranks[i].out.fd = ranks[i].err.fd = ranks[i].log = -1;
-    if (!fit_fds(o, &nofile) || !open_logs(o, ranks)) {
-        code = 2;
-        goto out;
-    }
-    sigaction(SIGPIPE, &ign, &old_pipe);
-    prctl(PR_GET_CHILD_SUBREAPER, &subreaper);
+        g->ranks[i].out.fd = g->ranks[i].err.fd = g->ranks[i].log = -1;
+    return true;
+}
+
+/* SIGPIPE ignored, the launcher a child subreaper, and SIGCHLD, SIGINT,
+ * SIGTERM and SIGHUP blocked and read from a signalfd (g->sfd; -1, said,
+ * when there is none). */
+static void watch_signals(struct group *g)
+{
+    struct sigaction ign = {.sa_handler = SIG_IGN};
+    sigset_t mask;
+
+    sigaction(SIGPIPE, &ign, &g->old_pipe);
+    prctl(PR_GET_CHILD_SUBREAPER, &g->subreaper);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     sigemptyset(&mask);
     sigaddset(&mask, SIGCHLD);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGHUP);
-    sigprocmask(SIG_BLOCK, &mask, &old);
-    set_up = true;
-    sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (sfd < 0)
+    sigprocmask(SIG_BLOCK, &mask, &g->old);
+    g->set_up = true;
+    g->sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (g->sfd < 0)
         fprintf(stderr, "accelrun: couldn't watch signals (signalfd): %s; no rank started\n",
                 strerror(errno));
-    for (unsigned i = 0; sfd >= 0 && i < o->n; i++) {
-        if (!start(o, &ranks[i], i, &old, &nofile)) {
-            /* a rank that already failed is the failure; else this one is */
-            reap(o, ranks, &running, &failed, &stopped, interrupted, &kill_at);
-            if (failed < 0) {
-                failed = (int)i;
-                unstarted = true;
-                stopped = live(ranks, i);
-                signal_all(ranks, i, SIGTERM);
-                kill_at = accel_now() + o->grace_s;
-            }
-            break;
-        }
-        running++;
-    }
-    if (sfd < 0)
-        code = 1;
-    for (;;) {
-        unsigned nfds = 0;
-        int timeout = -1, werr = 0;
-        double t, next = 0;
+}
 
-        children = reap(o, ranks, &running, &failed, &stopped, interrupted, &kill_at);
-        /* every rank ended, but something they started lives on: stop it */
-        if (running == 0 && children && kill_at == 0 && !killing) {
-            signal_all(ranks, o->n, SIGTERM);
-            kill_at = accel_now() + o->grace_s;
-        }
-        if (kill_at > 0 && accel_now() >= kill_at) {
-            killing = true;
-            kill_at = 0;
-        }
-        if (killing && children) /* again until nothing is left */
-            signal_all(ranks, o->n, SIGKILL);
-        if (sfd >= 0) {
-            fds[nfds].fd = sfd;
-            fds[nfds++].events = POLLIN;
-        }
-        for (unsigned i = 0; i < o->n; i++) {
-            if (ranks[i].out.fd >= 0) {
-                owner[nfds] = 2 * i;
-                fds[nfds].fd = ranks[i].out.fd;
-                fds[nfds++].events = POLLIN;
+/* Starts the ranks in order, until one cannot be started: that one is the
+ * failure, and the ranks before it are stopped, unless one of them already
+ * failed (then that one is). */
+static void start_ranks(struct group *g)
+{
+    for (unsigned i = 0; i < g->o->n; i++) {
+        if (!start(g->o, &g->ranks[i], i, &g->old, &g->nofile)) {
+            reap(g);
+            if (g->failed < 0) {
+                g->failed = (int)i;
+                g->unstarted = true;
+                g->stopped = live(g->ranks, i);
+                stop(g, i, SIGTERM);
             }
-            if (ranks[i].err.fd >= 0) {
-                owner[nfds] = 2 * i + 1;
-                fds[nfds].fd = ranks[i].err.fd;
-                fds[nfds++].events = POLLIN;
-            }
-        }
-        /* no child left: a last second for output still in the pipes
-         * (something outside the job may keep one open) */
-        if (running == 0 && !children && drain_until == 0)
-            drain_until = accel_now() + 1.0;
-        if (running == 0 && !children && (nfds <= 1 || accel_now() >= drain_until))
             break;
-        next = kill_at > 0 && (drain_until == 0 || kill_at < drain_until) ? kill_at : drain_until;
-        if (killing && children)
-            next = accel_now() + 0.1;
-        if (next > 0) {
-            t = next - accel_now();
-            timeout = t > 0 ? (int)(t * 1000) + 1 : 0;
         }
-        if (poll(fds, nfds, timeout) < 0 && errno != EINTR)
-            break;
-        for (struct signalfd_siginfo si; sfd >= 0 && read(sfd, &si, sizeof(si)) == sizeof(si);) {
-            if (si.ssi_signo == SIGCHLD)
-                continue;      /* reaped at the top of the loop */
-            if (interrupted) { /* a second one: no more waiting */
-                killing = true;
-                kill_at = 0;
-            } else {
-                interrupted = (int)si.ssi_signo;
-                halted = live(ranks, o->n);
-                signal_all(ranks, o->n, (int)si.ssi_signo);
-                kill_at = accel_now() + o->grace_s;
-            }
+        g->running++;
+    }
+}
+
+/* Reaps, and moves the stopping on: what outlives the ranks gets SIGTERM,
+ * and SIGKILL once the grace period is over. */
+static void escalate(struct group *g)
+{
+    g->children = reap(g);
+    /* every rank ended, but something they started lives on: stop it */
+    if (g->running == 0 && g->children && g->kill_at == 0 && !g->killing)
+        stop(g, g->o->n, SIGTERM);
+    if (g->kill_at > 0 && accel_now() >= g->kill_at) {
+        g->killing = true;
+        g->kill_at = 0;
+    }
+    if (g->killing && g->children) /* again until nothing is left */
+        signal_all(g->ranks, g->o->n, SIGKILL);
+}
+
+/* Fills g->fds with the signalfd and the open pipes; returns their count. */
+static unsigned watch_list(struct group *g)
+{
+    unsigned nfds = 0;
+
+    if (g->sfd >= 0) {
+        g->fds[nfds].fd = g->sfd;
+        g->fds[nfds++].events = POLLIN;
+    }
+    for (unsigned i = 0; i < g->o->n; i++) {
+        if (g->ranks[i].out.fd >= 0) {
+            g->owner[nfds] = 2 * i;
+            g->fds[nfds].fd = g->ranks[i].out.fd;
+            g->fds[nfds++].events = POLLIN;
         }
-        /* only pipes poll() found ready: a read never blocks */
-        for (unsigned k = sfd >= 0 ? 1 : 0; k < nfds; k++) {
-            struct rank *r = &ranks[owner[k] / 2];
-            if (fds[k].revents != 0)
-                pump(o, r, owner[k] / 2, owner[k] % 2 ? &r->err : &r->out, &werr);
-        }
-        if (werr == EPIPE && !interrupted && !killing) { /* the reader is gone: stop the job */
-            interrupted = SIGPIPE;
-            halted = live(ranks, o->n);
-            signal_all(ranks, o->n, SIGTERM);
-            kill_at = accel_now() + o->grace_s;
+        if (g->ranks[i].err.fd >= 0) {
+            g->owner[nfds] = 2 * i + 1;
+            g->fds[nfds].fd = g->ranks[i].err.fd;
+            g->fds[nfds++].events = POLLIN;
         }
     }
+    return nfds;
+}
+
+/* True when the loop is over: no child left, and the pipes are closed or
+ * had their last second for output still in them (something outside the
+ * job may keep one open). */
+static bool finished(struct group *g, unsigned nfds)
+{
+    if (g->running == 0 && !g->children && g->drain_until == 0)
+        g->drain_until = accel_now() + 1.0;
+    return g->running == 0 && !g->children && (nfds <= 1 || accel_now() >= g->drain_until);
+}
+
+/* poll()'s timeout in ms: to the next deadline, -1 for none. */
+static int poll_timeout(const struct group *g)
+{
+    double t, next;
+
+    next = g->kill_at > 0 && (g->drain_until == 0 || g->kill_at < g->drain_until) ? g->kill_at
+                                                                                  : g->drain_until;
+    if (g->killing && g->children)
+        next = accel_now() + 0.1;
+    if (next <= 0)
+        return -1;
+    t = next - accel_now();
+    return t > 0 ? (int)(t * 1000) + 1 : 0;
+}
+
+/* The signals the launcher got: forwarded once; a second one kills. */
+static void take_signals(struct group *g)
+{
+    for (struct signalfd_siginfo si; g->sfd >= 0 && read(g->sfd, &si, sizeof(si)) == sizeof(si);) {
+        if (si.ssi_signo == SIGCHLD)
+            continue;         /* reaped at the top of the loop */
+        if (g->interrupted) { /* a second one: no more waiting */
+            g->killing = true;
+            g->kill_at = 0;
+        } else {
+            g->interrupted = (int)si.ssi_signo;
+            g->halted = live(g->ranks, g->o->n);
+            stop(g, g->o->n, (int)si.ssi_signo);
+        }
+    }
+}
+
+/* Relays the output of the pipes poll() found ready (a read never blocks);
+ * when the reader of the launcher's output is gone, stops the job. */
+static void relay(struct group *g, unsigned nfds)
+{
+    int werr = 0;
+
+    for (unsigned k = g->sfd >= 0 ? 1 : 0; k < nfds; k++) {
+        struct rank *r = &g->ranks[g->owner[k] / 2];
+        if (g->fds[k].revents != 0)
+            pump(g->o, r, g->owner[k] / 2, g->owner[k] % 2 ? &r->err : &r->out, &werr);
+    }
+    if (werr == EPIPE && !g->interrupted && !g->killing) { /* the reader is gone: stop the job */
+        g->interrupted = SIGPIPE;
+        g->halted = live(g->ranks, g->o->n);
+        stop(g, g->o->n, SIGTERM);
+    }
+}
+
+/* The exit status, and the summary line, of a failed or interrupted run. */
+static void report(struct group *g)
+{
+    int failed = g->failed, interrupted = g->interrupted;
+
     if (failed >= 0) {
         char how[128], others[64] = "";
-        if (unstarted) /* why was said when it happened */
+        if (g->unstarted) /* why was said when it happened */
             snprintf(how, sizeof(how), "could not be started");
         else
-            describe(how, sizeof(how), ranks[failed].status);
-        code = unstarted ? 127 : exit_code(ranks[failed].status);
-        if (stopped > 0) /* those still running when it failed */
-            snprintf(others, sizeof(others), "; stopped the other %u rank%s", stopped,
-                     stopped == 1 ? "" : "s");
-        fprintf(stderr, "accelrun: rank %u %s%s\n", o->first_rank + (unsigned)failed, how, others);
+            describe(how, sizeof(how), g->ranks[failed].status);
+        g->code = g->unstarted ? 127 : exit_code(g->ranks[failed].status);
+        if (g->stopped > 0) /* those still running when it failed */
+            snprintf(others, sizeof(others), "; stopped the other %u rank%s", g->stopped,
+                     g->stopped == 1 ? "" : "s");
+        fprintf(stderr, "accelrun: rank %u %s%s\n", g->o->first_rank + (unsigned)failed, how,
+                others);
     } else if (interrupted) {
-        code = 128 + interrupted;
+        g->code = 128 + interrupted;
         fprintf(stderr, "accelrun: %s%s%s: stopped %u rank%s\n",
                 interrupted == SIGPIPE ? "the output was closed (" : "", strsignal(interrupted),
-                interrupted == SIGPIPE ? ")" : "", halted, halted == 1 ? "" : "s");
+                interrupted == SIGPIPE ? ")" : "", g->halted, g->halted == 1 ? "" : "s");
     }
+}
+
+/* Closes what is open, gives back the signal mask, SIGPIPE's action, the
+ * subreaper flag and the open-file limit, frees the memory. */
+static void group_free(struct group *g)
+{
+    for (unsigned i = 0; i < g->o->n; i++) {
+        if (g->ranks[i].out.fd >= 0)
+            close(g->ranks[i].out.fd);
+        if (g->ranks[i].err.fd >= 0)
+            close(g->ranks[i].err.fd);
+        if (g->ranks[i].log >= 0)
+            close(g->ranks[i].log);
+    }
+    if (g->sfd >= 0)
+        close(g->sfd);
+    if (g->set_up) {
+        sigprocmask(SIG_SETMASK, &g->old, NULL);
+        sigaction(SIGPIPE, &g->old_pipe, NULL);
+        prctl(PR_SET_CHILD_SUBREAPER, g->subreaper);
+    }
+    if (g->nofile.rlim_cur != RLIM_INFINITY)
+        setrlimit(RLIMIT_NOFILE, &g->nofile);
+    free(g->ranks);
+    free(g->fds);
+    free(g->owner);
+}
+
+int procs_run(const struct procs_opts *o)
+{
+    struct group g;
+
+    if (!group_init(&g, o))
+        return 1;
+    if (!fit_fds(o, &g.nofile) || !open_logs(o, g.ranks)) {
+        g.code = 2;
+        goto out;
+    }
+    watch_signals(&g);
+    if (g.sfd >= 0)
+        start_ranks(&g);
+    else
+        g.code = 1;
+    for (;;) {
+        unsigned nfds;
+
+        escalate(&g);
+        nfds = watch_list(&g);
+        if (finished(&g, nfds))
+            break;
+        if (poll(g.fds, nfds, poll_timeout(&g)) < 0 && errno != EINTR)
+            break;
+        take_signals(&g);
+        relay(&g, nfds);
+    }
+    report(&g);
 out:
-    for (unsigned i = 0; i < o->n; i++) {
-        if (ranks[i].out.fd >= 0)
-            close(ranks[i].out.fd);
-        if (ranks[i].err.fd >= 0)
-            close(ranks[i].err.fd);
-        if (ranks[i].log >= 0)
-            close(ranks[i].log);
-    }
-    if (sfd >= 0)
-        close(sfd);
-    if (set_up) {
-        sigprocmask(SIG_SETMASK, &old, NULL);
-        sigaction(SIGPIPE, &old_pipe, NULL);
-        prctl(PR_SET_CHILD_SUBREAPER, subreaper);
-    }
-    if (nofile.rlim_cur != RLIM_INFINITY)
-        setrlimit(RLIMIT_NOFILE, &nofile);
-    free(ranks);
-    free(fds);
-    free(owner);
-    return code;
+    group_free(&g);
+    return g.code;
 }

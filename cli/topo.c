@@ -179,12 +179,11 @@ static int parse(int argc, char **argv, struct topo_opts *o)
                                          {"dot", no_argument, NULL, 'd'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
+    struct cli_getopt g = {argc, argv, prog_name, "h", opts, cli_topo_usage};
     unsigned long n;
     int c;
 
-    argv[0] = prog_name;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = cli_next_option(&g)) >= 0) {
         switch (c) {
         case 'x':
             o->xml = optarg;
@@ -209,14 +208,10 @@ static int parse(int argc, char **argv, struct topo_opts *o)
                 return CLI_EXIT_USAGE;
             o->nproc = (unsigned)n;
             break;
-        case 'h':
-            fputs(cli_topo_usage, stdout);
-            return -1;
-        default:
-            fputs(cli_topo_usage, stderr);
-            return CLI_EXIT_USAGE;
         }
     }
+    if (c != CLI_OPT_END)
+        return c == CLI_OPT_HELP ? -1 : CLI_EXIT_USAGE;
     if (optind != argc) {
         fprintf(stderr, "accelrun topo: unexpected argument '%s'\n\n%s", argv[optind],
                 cli_topo_usage);
