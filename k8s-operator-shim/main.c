@@ -110,7 +110,45 @@ enum {
     OPT_CFG_CACHE,
 };
 
-int main(int argc, char **argv)
+/* The command line: the server's options, the API client's, the number of
+ * configs cached. */
+struct args {
+    struct wh_srv_opts o;
+    struct wh_api_opts ao;
+    unsigned cfg_slots;
+};
+
+#define GO_ON (-1) /* parse: the command line is good, start */
+
+/* A numeric option: 1 when `c` is one (its value stored), 0 when it is
+ * not, -1 for a bad value (said). */
+static int number_option(int c, const char *arg, struct args *a)
+{
+    const struct {
+        int c;
+        const char *name;
+        unsigned lo, hi;
+        unsigned *out;
+    } nums[] = {
+        {OPT_THREADS, "--threads", 1, 64, &a->o.threads},
+        {OPT_CONNS, "--max-connections", 1, 65536, &a->o.max_conns},
+        {OPT_TIMEOUT, "--timeout", 1, 3600, &a->o.timeout_s},
+        {OPT_DRAIN, "--drain", 0, 3600, &a->o.drain_s},
+        {OPT_RELOAD, "--reload-interval", 1, 3600, &a->o.reload_s},
+        {OPT_API_TIMEOUT, "--api-timeout", 100, 30000, &a->ao.timeout_ms},
+        {OPT_API_CACHE, "--api-cache", 0, 3600, &a->ao.ttl_s},
+        {OPT_CFG_CACHE, "--config-cache", 0, WH_CFG_CACHE_MAX_SLOTS, &a->cfg_slots},
+    };
+
+    for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++)
+        if (nums[i].c == c)
+            return parse_uint(nums[i].name, arg, nums[i].lo, nums[i].hi, nums[i].out) == 0 ? 1 : -1;
+    return 0;
+}
+
+/* The options into `a`.  Returns GO_ON, or the exit status: 0 after
+ * --help, EXIT_USAGE (said on stderr). */
+static int parse(int argc, char **argv, struct args *a)
 {
     static const struct option longopts[] = {
         {"tls-cert", required_argument, NULL, OPT_CERT},
@@ -132,80 +170,35 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    static struct wh_metrics metrics;
-    struct wh_srv_opts o = {
-        .listen = "0.0.0.0:8443",
-        .threads = 2,
-        .max_conns = 256,
-        .timeout_s = 10,
-        .drain_s = 10,
-        .reload_s = 5,
-        .metrics = &metrics,
-    };
-    struct wh_api_opts ao = {.timeout_ms = 2000, .ttl_s = 10};
-    struct wh_api *api = NULL;
-    unsigned cfg_slots = WH_CFG_CACHE_SLOTS;
-    struct wh_fetch fetch;
-    struct wh_srv *srv = NULL;
-    struct accel_error err;
-    sigset_t set;
-    int c, idx;
+    int c, idx, num;
 
-    accel_log_set(log_stderr, NULL);
     while ((c = getopt_long(argc, argv, "vh", longopts, &idx)) != -1) {
+        num = number_option(c, optarg, a);
+        if (num < 0)
+            return EXIT_USAGE;
+        if (num > 0)
+            continue;
         switch (c) {
         case OPT_CERT:
-            o.cert = optarg;
+            a->o.cert = optarg;
             break;
         case OPT_KEY:
-            o.key = optarg;
+            a->o.key = optarg;
             break;
         case OPT_LISTEN:
-            o.listen = optarg;
+            a->o.listen = optarg;
             break;
         case OPT_SITE:
-            o.site = optarg;
-            break;
-        case OPT_THREADS:
-            if (parse_uint("--threads", optarg, 1, 64, &o.threads) != 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_CONNS:
-            if (parse_uint("--max-connections", optarg, 1, 65536, &o.max_conns) != 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_TIMEOUT:
-            if (parse_uint("--timeout", optarg, 1, 3600, &o.timeout_s) != 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_DRAIN:
-            if (parse_uint("--drain", optarg, 0, 3600, &o.drain_s) != 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_RELOAD:
-            if (parse_uint("--reload-interval", optarg, 1, 3600, &o.reload_s) != 0)
-                return EXIT_USAGE;
+            a->o.site = optarg;
             break;
         case OPT_API_SERVER:
-            ao.server = optarg;
+            a->ao.server = optarg;
             break;
         case OPT_API_TOKEN:
-            ao.token_file = optarg;
+            a->ao.token_file = optarg;
             break;
         case OPT_API_CA:
-            ao.ca_file = optarg;
-            break;
-        case OPT_API_TIMEOUT:
-            if (parse_uint("--api-timeout", optarg, 100, 30000, &ao.timeout_ms) != 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_API_CACHE:
-            if (parse_uint("--api-cache", optarg, 0, 3600, &ao.ttl_s) != 0)
-                return EXIT_USAGE;
-            break;
-        case OPT_CFG_CACHE:
-            if (parse_uint("--config-cache", optarg, 0, WH_CFG_CACHE_MAX_SLOTS, &cfg_slots) != 0)
-                return EXIT_USAGE;
+            a->ao.ca_file = optarg;
             break;
         case 'v':
             verbose = 1;
@@ -222,41 +215,59 @@ int main(int argc, char **argv)
         fprintf(stderr, "accelrun-webhook: %s: unexpected argument\n%s", argv[optind], usage);
         return EXIT_USAGE;
     }
-    if (o.cert == NULL || o.key == NULL) {
+    if (a->o.cert == NULL || a->o.key == NULL) {
         fprintf(stderr,
                 "accelrun-webhook: --tls-cert and --tls-key are required (HTTPS only: the API "
                 "server calls webhooks over TLS)\n");
         return EXIT_USAGE;
     }
+    return GO_ON;
+}
 
-    /* Blocked in every thread libmicrohttpd starts; taken by sigtimedwait. */
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
+/* Blocked in every thread libmicrohttpd starts; taken by sigtimedwait. */
+static void block_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, set, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
+
+/* The API client (*api NULL: none), the config cache and the server.
+ * Returns 0, or EXIT_USAGE (said) with nothing left made. */
+static int start(struct args *a, struct wh_fetch *fetch, struct wh_api **api, struct wh_srv **srv)
+{
+    struct accel_error err;
 
     accel_error_clear(&err);
-    if (wh_api_open(&api, &ao, &err) != ACCEL_OK) {
+    if (wh_api_open(api, &a->ao, &err) != ACCEL_OK) {
         fprintf(stderr, "accelrun-webhook: %s\n", err.msg);
         return EXIT_USAGE;
     }
-    wh_api_fetch(api, &fetch);
-    o.fetch = api != NULL ? &fetch : NULL;
-    if (wh_cfg_cache_new(&o.cfg_cache, cfg_slots) != ACCEL_OK) {
-        fprintf(stderr, "accelrun-webhook: --config-cache %u: out of memory\n", cfg_slots);
-        wh_api_close(api);
-        return EXIT_USAGE;
+    wh_api_fetch(*api, fetch);
+    a->o.fetch = *api != NULL ? fetch : NULL;
+    if (wh_cfg_cache_new(&a->o.cfg_cache, a->cfg_slots) != ACCEL_OK) {
+        fprintf(stderr, "accelrun-webhook: --config-cache %u: out of memory\n", a->cfg_slots);
+        goto fail;
     }
-    if (wh_srv_start(&srv, &o, &err) != ACCEL_OK) {
+    if (wh_srv_start(srv, &a->o, &err) != ACCEL_OK) {
         fprintf(stderr, "accelrun-webhook: %s\n", err.msg);
-        wh_cfg_cache_free(o.cfg_cache);
-        wh_api_close(api);
-        return EXIT_USAGE;
+        goto fail;
     }
-    accel_log(ACCEL_LOG_INFO, "listening on %s, port %u (site policy: %s)", o.listen,
-              wh_srv_port(srv), o.site != NULL ? o.site : "none");
+    return 0;
+fail:
+    wh_cfg_cache_free(a->o.cfg_cache);
+    wh_api_close(*api);
+    return EXIT_USAGE;
+}
+
+static void log_started(const struct wh_srv_opts *o, const struct wh_srv *srv,
+                        const struct wh_api *api)
+{
+    accel_log(ACCEL_LOG_INFO, "listening on %s, port %u (site policy: %s)", o->listen,
+              wh_srv_port(srv), o->site != NULL ? o->site : "none");
     if (api == NULL)
         accel_log(ACCEL_LOG_WARN,
                   "no API server (no --api-server, not in a cluster): inline configs only; "
@@ -265,9 +276,15 @@ int main(int argc, char **argv)
         accel_log(ACCEL_LOG_INFO, "API server %s (token %s, CA %s)", wh_api_server(api),
                   wh_api_token_file(api)[0] ? wh_api_token_file(api) : "none",
                   wh_api_ca_file(api)[0] ? wh_api_ca_file(api) : "the system's");
+}
+
+/* The main thread's loop: a tick a second, SIGHUP reloads at once, until
+ * SIGTERM or SIGINT. */
+static void serve(struct wh_srv *srv, const sigset_t *set)
+{
     for (;;) {
         struct timespec tick = {1, 0};
-        int sig = sigtimedwait(&set, NULL, &tick);
+        int sig = sigtimedwait(set, NULL, &tick);
 
         if (sig == SIGTERM || sig == SIGINT) {
             accel_log(ACCEL_LOG_INFO, "%s: draining", sig == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -275,8 +292,40 @@ int main(int argc, char **argv)
         }
         wh_srv_tick(srv, sig == SIGHUP);
     }
+}
+
+int main(int argc, char **argv)
+{
+    static struct wh_metrics metrics;
+    struct args a = {
+        .o = {.listen = "0.0.0.0:8443",
+              .threads = 2,
+              .max_conns = 256,
+              .timeout_s = 10,
+              .drain_s = 10,
+              .reload_s = 5,
+              .metrics = &metrics},
+        .ao = {.timeout_ms = 2000, .ttl_s = 10},
+        .cfg_slots = WH_CFG_CACHE_SLOTS,
+    };
+    struct wh_api *api = NULL;
+    struct wh_fetch fetch;
+    struct wh_srv *srv = NULL;
+    sigset_t set;
+    int status;
+
+    accel_log_set(log_stderr, NULL);
+    status = parse(argc, argv, &a);
+    if (status != GO_ON)
+        return status;
+    block_signals(&set);
+    status = start(&a, &fetch, &api, &srv);
+    if (status != 0)
+        return status;
+    log_started(&a.o, srv, api);
+    serve(srv, &set);
     wh_srv_stop(srv);
-    wh_cfg_cache_free(o.cfg_cache);
+    wh_cfg_cache_free(a.o.cfg_cache);
     wh_api_close(api);
     accel_log(ACCEL_LOG_INFO, "stopped");
     return 0;

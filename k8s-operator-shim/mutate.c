@@ -300,31 +300,14 @@ static enum accel_err build_patch(const struct wh_pod *pod, const bool *want,
     return rc;
 }
 
-/* Everything after the pod was read.  Returns ACCEL_OK, ACCEL_ENOMEM, or
- * ACCEL_ETOOBIG for a patch over its cap; problems go to the denial. */
-static enum accel_err decide(const struct wh_pod *pod, const struct wh_opts *opts,
-                             struct wh_response *resp, struct denial *d)
+/* The pod's own fields: one of the two config annotations, the containers
+ * to patch (want), the Job's label against its owner, the completion index
+ * (*index, -1 when denied), spec.subdomain.  Returns the Job's name, or
+ * NULL (denied). */
+static const char *check_pod(const struct wh_pod *pod, bool *want, long *index, struct denial *d)
 {
-    struct accel_cfg_opts copts = {opts->version, opts->site, 0, 0};
-    struct accel_env_opts eopts = {NULL, opts->site, false};
-    struct accel_layout lay = {0, 0, 0, -1, -1, 0, NULL, 0, 0};
-    struct wh_cfg_key key = {NULL, NULL, 0, &copts, opts->site_gen};
-    const struct wh_cfg_entry *loaded = NULL;
-    const struct accel_cfg *cfg;
-    struct accel_env env = {NULL, 0};
-    struct accel_error cerr;
-    bool *want = NULL;
-    char name[2 * DNS_MAX + 16], master[DNS_MAX + 2];
-    char *owned = NULL;
-    const char *text, *job = pod->job;
-    long index, completions = -1, per_node = 0, gpus;
-    size_t len = 0;
-    enum accel_err rc = ACCEL_OK;
+    const char *job = pod->job;
 
-    accel_error_clear(&cerr);
-    want = accel_calloc(pod->n ? pod->n : 1, sizeof(*want));
-    if (want == NULL)
-        return ACCEL_ENOMEM;
     if (pod->config != NULL && pod->config_map != NULL)
         deny(d, "annotations " WH_ANN_CONFIG " and " WH_ANN_CONFIG_MAP ": give one, not both");
     pick_targets(pod, want, d);
@@ -336,84 +319,100 @@ static enum accel_err decide(const struct wh_pod *pod, const struct wh_opts *opt
     else if (pod->owner_job != NULL && strcmp(job, pod->owner_job) != 0)
         deny(d, "label " WH_LABEL_JOB ": '%.64s', but the pod's controlling Job is '%.64s'", job,
              pod->owner_job);
-    index = completion_index(pod, d);
+    *index = completion_index(pod, d);
     if (pod->subdomain == NULL)
         deny(d, "spec.subdomain: missing; set it to the name of a headless Service "
                 "(publishNotReadyAddresses: true) so that MASTER_ADDR <job>-0.<subdomain> "
                 "resolves");
-    /* the config is still checked, so that one denial says everything */
-    text = config_text(pod, opts, name, sizeof(name), &len, &owned, d);
-    if (text == NULL)
-        goto out;
-    if (job != NULL && (rc = job_check(pod, job, opts, &completions, resp, d)) != ACCEL_OK)
-        goto out;
-    /* cluster fit as `accelrun check --nodes`: located at num_machines */
-    copts.nodes = completions > 0 && completions <= 1000000 ? (unsigned)completions : 0;
-    gpus = target_gpus(pod, want);
-    copts.gpus_per_node = gpus > 0 ? (unsigned)gpus : 0;
-    key.name = name;
-    key.text = text;
-    key.len = len;
-    rc = wh_cfg_get(opts->cache, &key, &loaded);
-    if (rc != ACCEL_OK)
-        goto out;
-    rc = report_findings(&loaded->diags, resp, d);
-    if (rc != ACCEL_OK || d->lines > 0 || d->dropped > 0)
-        goto out;
-    cfg = &loaded->cfg;
+    return job;
+}
+
+/* The pod's place in the job: nodes, node rank, processes per node, and
+ * which environment (one process: the per-process set; more: the
+ * node-level set).  Returns false to stop: *rc an error, or ACCEL_OK with
+ * the reason denied. */
+static bool plan_layout(const struct accel_cfg *cfg, unsigned job_nodes, long gpus, long index,
+                        struct accel_layout *lay, struct wh_response *resp, struct denial *d,
+                        enum accel_err *rc)
+{
+    bool has_machines = accel_map_find(&cfg->tree, "num_machines") != NULL;
+    long per_node = 0;
+
     /* nodes: the config's count, else the Job's */
-    lay.nnodes = accel_map_find(&cfg->tree, "num_machines") != NULL ? (unsigned)cfg->num_machines
-                 : copts.nodes > 0                                  ? copts.nodes
-                                                                    : 1;
-    if (index >= (long)lay.nnodes) {
+    lay->nnodes = has_machines ? (unsigned)cfg->num_machines : job_nodes > 0 ? job_nodes : 1;
+    if (index >= (long)lay->nnodes) {
         deny(d, "annotation " WH_ANN_INDEX ": %ld is not below num_machines (%u)%s", index,
-             lay.nnodes,
-             accel_map_find(&cfg->tree, "num_machines") ? "" : "; the config does not set it");
-        goto out;
+             lay->nnodes, has_machines ? "" : "; the config does not set it");
+        return false;
     }
-    lay.node_rank = (unsigned)index;
+    lay->node_rank = (unsigned)index;
     if (cfg->num_processes > 0)
-        per_node = cfg->num_processes / (long)lay.nnodes;
+        per_node = cfg->num_processes / (long)lay->nnodes;
     /* the GPU limit counts processes only for a config that runs one per
      * GPU: not 'NO' (one process) nor a CPU job */
     if (cfg->dist == ACCEL_DIST_NO || cfg->dist == ACCEL_DIST_MULTI_CPU || cfg->use_cpu)
         gpus = 0;
-    lay.nproc_per_node = per_node > 0 ? (unsigned)per_node : gpus > 0 ? (unsigned)gpus : 1;
+    lay->nproc_per_node = per_node > 0 ? (unsigned)per_node : gpus > 0 ? (unsigned)gpus : 1;
     if (gpus > 0 && per_node > 0 && per_node < gpus &&
-        (rc = wh_response_warn(resp,
-                               "num_processes %ld over %u machines runs %ld process%s per pod; "
-                               "the pod asks for %ld GPUs (" WH_GPU_RESOURCE ")",
-                               cfg->num_processes, lay.nnodes, per_node, per_node == 1 ? "" : "es",
-                               gpus)) != ACCEL_OK)
-        goto out;
+        (*rc = wh_response_warn(resp,
+                                "num_processes %ld over %u machines runs %ld process%s per pod; "
+                                "the pod asks for %ld GPUs (" WH_GPU_RESOURCE ")",
+                                cfg->num_processes, lay->nnodes, per_node,
+                                per_node == 1 ? "" : "es", gpus)) != ACCEL_OK)
+        return false;
     /* one process: the full per-process set; more: the node-level set */
-    lay.local_rank = lay.nproc_per_node == 1 ? 0 : -1;
-    if ((size_t)snprintf(master, sizeof(master), "%s-0.%s.%s.svc", job, pod->subdomain, pod->ns) >
+    lay->local_rank = lay->nproc_per_node == 1 ? 0 : -1;
+    return true;
+}
+
+/* MASTER_ADDR <job>-0.<subdomain>.<namespace>.svc (into master, DNS_MAX +
+ * 2 bytes) and the port.  Returns false to stop, as plan_layout. */
+static bool rendezvous(const struct wh_pod *pod, const struct wh_opts *opts,
+                       const struct accel_cfg *cfg, const char *job, const char *name, char *master,
+                       struct accel_layout *lay, struct wh_response *resp, struct denial *d,
+                       enum accel_err *rc)
+{
+    if ((size_t)snprintf(master, DNS_MAX + 2, "%s-0.%s.%s.svc", job, pod->subdomain, pod->ns) >
         DNS_MAX) {
         deny(d, "MASTER_ADDR %.64s-0.%.64s.%.64s.svc: longer than a DNS name's %u bytes", job,
              pod->subdomain, pod->ns, DNS_MAX);
-        goto out;
+        return false;
     }
-    lay.master_addr = master;
+    lay->master_addr = master;
     /* with the node's DNS the Service name never resolves
      * (shared/reference/kubernetes.md §2.8) */
     if (pod->host_network &&
         (pod->dns_policy == NULL || strcmp(pod->dns_policy, "ClusterFirstWithHostNet") != 0) &&
-        (rc = wh_response_warn(resp,
-                               "spec.hostNetwork with dnsPolicy %.32s: %s resolves only with "
-                               "dnsPolicy: ClusterFirstWithHostNet",
-                               pod->dns_policy ? pod->dns_policy : "ClusterFirst", master)) !=
+        (*rc = wh_response_warn(resp,
+                                "spec.hostNetwork with dnsPolicy %.32s: %s resolves only with "
+                                "dnsPolicy: ClusterFirstWithHostNet",
+                                pod->dns_policy ? pod->dns_policy : "ClusterFirst", master)) !=
             ACCEL_OK)
-        goto out;
+        return false;
     if (cfg->main_process_ip != NULL &&
-        (rc = wh_response_warn(resp,
-                               "%s: main_process_ip is not used on Kubernetes: MASTER_ADDR is %s",
-                               name, master)) != ACCEL_OK)
-        goto out;
+        (*rc = wh_response_warn(resp,
+                                "%s: main_process_ip is not used on Kubernetes: MASTER_ADDR is %s",
+                                name, master)) != ACCEL_OK)
+        return false;
     /* each pod has its own network namespace: no port hashing as on Slurm */
     if (cfg->main_process_port < 0)
-        lay.master_port = opts->site ? opts->site->port_base : ACCEL_DEFAULT_PORT;
-    rc = accel_env_build(cfg, &lay, &eopts, &env, &cerr);
+        lay->master_port = opts->site ? opts->site->port_base : ACCEL_DEFAULT_PORT;
+    return true;
+}
+
+/* The environment for the layout, patched into the target containers. */
+static enum accel_err env_patch(const struct wh_pod *pod, const struct wh_opts *opts,
+                                const struct accel_cfg *cfg, const struct accel_layout *lay,
+                                const bool *want, const char *name, struct wh_response *resp,
+                                struct denial *d)
+{
+    struct accel_env_opts eopts = {NULL, opts->site, false};
+    struct accel_env env = {NULL, 0};
+    struct accel_error cerr;
+    enum accel_err rc;
+
+    accel_error_clear(&cerr);
+    rc = accel_env_build(cfg, lay, &eopts, &env, &cerr);
     if (rc == ACCEL_ENOMEM)
         goto out;
     if (rc != ACCEL_OK) {
@@ -430,6 +429,51 @@ static enum accel_err decide(const struct wh_pod *pod, const struct wh_opts *opt
     rc = build_patch(pod, want, &env, opts->site, resp);
 out:
     accel_env_free(&env);
+    return rc;
+}
+
+/* Everything after the pod was read.  Returns ACCEL_OK, ACCEL_ENOMEM, or
+ * ACCEL_ETOOBIG for a patch over its cap; problems go to the denial. */
+static enum accel_err decide(const struct wh_pod *pod, const struct wh_opts *opts,
+                             struct wh_response *resp, struct denial *d)
+{
+    struct accel_cfg_opts copts = {opts->version, opts->site, 0, 0};
+    struct accel_layout lay = {0, 0, 0, -1, -1, 0, NULL, 0, 0};
+    struct wh_cfg_key key = {NULL, NULL, 0, &copts, opts->site_gen};
+    const struct wh_cfg_entry *loaded = NULL;
+    bool *want = NULL;
+    char name[2 * DNS_MAX + 16], master[DNS_MAX + 2];
+    char *owned = NULL;
+    const char *job;
+    long index, completions = -1, gpus;
+    enum accel_err rc = ACCEL_OK;
+
+    want = accel_calloc(pod->n ? pod->n : 1, sizeof(*want));
+    if (want == NULL)
+        return ACCEL_ENOMEM;
+    job = check_pod(pod, want, &index, d);
+    /* the config is still checked, so that one denial says everything */
+    key.text = config_text(pod, opts, name, sizeof(name), &key.len, &owned, d);
+    if (key.text == NULL)
+        goto out;
+    if (job != NULL && (rc = job_check(pod, job, opts, &completions, resp, d)) != ACCEL_OK)
+        goto out;
+    /* cluster fit as `accelrun check --nodes`: located at num_machines */
+    copts.nodes = completions > 0 && completions <= 1000000 ? (unsigned)completions : 0;
+    gpus = target_gpus(pod, want);
+    copts.gpus_per_node = gpus > 0 ? (unsigned)gpus : 0;
+    key.name = name;
+    rc = wh_cfg_get(opts->cache, &key, &loaded);
+    if (rc != ACCEL_OK)
+        goto out;
+    rc = report_findings(&loaded->diags, resp, d);
+    if (rc != ACCEL_OK || d->lines > 0 || d->dropped > 0)
+        goto out;
+    if (!plan_layout(&loaded->cfg, copts.nodes, gpus, index, &lay, resp, d, &rc) ||
+        !rendezvous(pod, opts, &loaded->cfg, job, name, master, &lay, resp, d, &rc))
+        goto out;
+    rc = env_patch(pod, opts, &loaded->cfg, &lay, want, name, resp, d);
+out:
     wh_cfg_release(loaded);
     free(owned);
     accel_free(want);
