@@ -190,158 +190,218 @@ static size_t mixed_rails(const size_t *order, size_t m, const uint32_t *su, con
     return x;
 }
 
-static void run_case(enum kind k, bool shuffled, size_t gpus, const struct params *p,
-                     struct row *out)
-{
-    size_t m = gpus / GPUS_PER_NODE, N, g = group_size(k, p);
-    uint64_t seed =
-        p->seed ^ (gpus * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)k << 56) ^ ((uint64_t)shuffled << 60);
-    uint32_t *num, *idx, *chosen, *su;
-    uint8_t *perm;
-    char *pool;
-    const char **names;
+/* One case's working set: a cluster of N nodes in groups of g (leaves or
+ * SUs), the step's m of them. */
+struct sim {
+    enum kind k;
+    size_t m, N, g;
+    int width;             /* digits of a node number */
+    uint64_t seed;         /* the case's random stream, drawn from in a fixed order */
+    uint32_t *num;         /* [N] physical position -> name number */
+    uint32_t *idx;         /* [N] positions, the first m the allocation */
+    uint32_t *chosen, *su; /* [m] the step's name numbers (sorted), their SU */
+    uint8_t *perm;         /* [m * RAILS] a rail permutation per node */
+    char *pool;            /* [m * 16] the names */
+    const char **names;    /* [m] */
     size_t *order, *order2;
-    int width = 4;
+    double *samples; /* [runs] */
     struct accel_buf conf, list;
     struct accel_switch_tree t;
-    struct accel_error e;
-    double *samples = malloc(p->runs * sizeof(double));
+};
 
+static void sim_init(struct sim *c, enum kind k, bool shuffled, size_t gpus, const struct params *p)
+{
+    size_t m = gpus / GPUS_PER_NODE, g = group_size(k, p), N;
+
+    memset(c, 0, sizeof(*c));
+    c->k = k;
+    c->m = m;
+    c->g = g;
+    c->seed =
+        p->seed ^ (gpus * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)k << 56) ^ ((uint64_t)shuffled << 60);
+    c->width = 4;
+    c->samples = malloc(p->runs * sizeof(double));
     N = (size_t)((double)m * p->busy + 0.5);
     if (N < m)
         N = m;
     N = (N + g - 1) / g * g;
+    c->N = N;
     for (size_t v = N; v >= 10000; v /= 10)
-        width++;
-    num = malloc(N * sizeof(*num));
-    idx = malloc(N * sizeof(*idx));
-    chosen = malloc(m * sizeof(*chosen));
-    su = malloc(m * sizeof(*su));
-    perm = malloc(m * RAILS);
-    pool = malloc(m * 16);
-    names = malloc(m * sizeof(*names));
-    order = malloc(m * sizeof(*order));
-    order2 = malloc(m * sizeof(*order2));
-    if (!num || !idx || !chosen || !su || !perm || !pool || !names || !order || !order2 || !samples)
+        c->width++;
+    c->num = malloc(N * sizeof(*c->num));
+    c->idx = malloc(N * sizeof(*c->idx));
+    c->chosen = malloc(m * sizeof(*c->chosen));
+    c->su = malloc(m * sizeof(*c->su));
+    c->perm = malloc(m * RAILS);
+    c->pool = malloc(m * 16);
+    c->names = malloc(m * sizeof(*c->names));
+    c->order = malloc(m * sizeof(*c->order));
+    c->order2 = malloc(m * sizeof(*c->order2));
+    if (!c->num || !c->idx || !c->chosen || !c->su || !c->perm || !c->pool || !c->names ||
+        !c->order || !c->order2 || !c->samples)
         die("memory", NULL);
-    /* physical position j -> name number */
+}
+
+/* The cluster's names (shuffled against the racks or not), its
+ * topology.conf, and the step: m random positions, listed by name as
+ * Slurm lists them. */
+static void allocate(struct sim *c, bool shuffled, const struct params *p)
+{
+    size_t N = c->N, m = c->m;
+
     for (size_t j = 0; j < N; j++)
-        num[j] = (uint32_t)j + 1;
+        c->num[j] = (uint32_t)j + 1;
     if (shuffled)
         for (size_t j = N - 1; j > 0; j--) {
-            size_t r = (size_t)(rnd(&seed) % (j + 1));
-            uint32_t tmp = num[j];
-            num[j] = num[r];
-            num[r] = tmp;
+            size_t r = (size_t)(rnd(&c->seed) % (j + 1));
+            uint32_t tmp = c->num[j];
+            c->num[j] = c->num[r];
+            c->num[r] = tmp;
         }
-    accel_buf_init(&conf, 64u << 20);
-    write_conf(&conf, k, p, N, num, width);
-    /* the allocation: m random positions; Slurm lists them by name */
+    accel_buf_init(&c->conf, 64u << 20);
+    write_conf(&c->conf, c->k, p, N, c->num, c->width);
     for (size_t j = 0; j < N; j++)
-        idx[j] = (uint32_t)j;
+        c->idx[j] = (uint32_t)j;
     for (size_t i = 0; i < m; i++) {
-        size_t r = i + (size_t)(rnd(&seed) % (N - i));
-        uint32_t tmp = idx[i];
-        idx[i] = idx[r];
-        idx[r] = tmp;
+        size_t r = i + (size_t)(rnd(&c->seed) % (N - i));
+        uint32_t tmp = c->idx[i];
+        c->idx[i] = c->idx[r];
+        c->idx[r] = tmp;
     }
     for (size_t i = 0; i < m; i++)
-        chosen[i] = num[idx[i]];
-    qsort(chosen, m, sizeof(*chosen), cmp_u32);
-    accel_buf_init(&list, 16u << 20);
-    compress(&list, "n", chosen, m, width);
-    out->list_bytes = list.len;
-    /* SU of each step node (Slurm order) and a random rail permutation each */
-    {
-        uint32_t *pos = malloc((N + 1) * sizeof(*pos));
-        if (pos == NULL)
-            die("memory", NULL);
-        for (size_t j = 0; j < N; j++)
-            pos[num[j]] = (uint32_t)j;
-        for (size_t i = 0; i < m; i++) {
-            su[i] = pos[chosen[i]] / (uint32_t)g;
-            for (int r = 0; r < RAILS; r++)
-                perm[i * RAILS + r] = (uint8_t)r;
-            for (int r = RAILS - 1; r > 0; r--) {
-                int s = (int)(rnd(&seed) % (uint64_t)(r + 1));
-                uint8_t tmp = perm[i * RAILS + r];
-                perm[i * RAILS + r] = perm[i * RAILS + s];
-                perm[i * RAILS + s] = tmp;
-            }
+        c->chosen[i] = c->num[c->idx[i]];
+    qsort(c->chosen, m, sizeof(*c->chosen), cmp_u32);
+    accel_buf_init(&c->list, 16u << 20);
+    compress(&c->list, "n", c->chosen, m, c->width);
+}
+
+/* SU of each step node (Slurm order) and a random rail permutation each */
+static void rails(struct sim *c)
+{
+    uint32_t *pos = malloc((c->N + 1) * sizeof(*pos));
+
+    if (pos == NULL)
+        die("memory", NULL);
+    for (size_t j = 0; j < c->N; j++)
+        pos[c->num[j]] = (uint32_t)j;
+    for (size_t i = 0; i < c->m; i++) {
+        uint8_t *pi = c->perm + i * RAILS;
+        c->su[i] = pos[c->chosen[i]] / (uint32_t)c->g;
+        for (int r = 0; r < RAILS; r++)
+            pi[r] = (uint8_t)r;
+        for (int r = RAILS - 1; r > 0; r--) {
+            int s = (int)(rnd(&c->seed) % (uint64_t)(r + 1));
+            uint8_t tmp = pi[r];
+            pi[r] = pi[s];
+            pi[s] = tmp;
         }
-        free(pos);
     }
-    /* parse the cluster's topology.conf (timed; the plugin does this once) */
+    free(pos);
+}
+
+/* The timed parts, each the median of p->runs: parsing the cluster's
+ * topology.conf (the plugin does this once), planning (expand
+ * SLURM_STEP_NODELIST + order), ordering alone. */
+static void time_planning(struct sim *c, const struct params *p, struct row *out)
+{
+    struct accel_error e;
+
     for (unsigned r = 0; r < p->runs; r++) {
         double t0 = now_ms();
-        accel_switch_tree_init(&t);
-        if (accel_switch_tree_parse(&t, "topology.conf", accel_buf_str(&conf), conf.len, &e) !=
-            ACCEL_OK)
+        accel_switch_tree_init(&c->t);
+        if (accel_switch_tree_parse(&c->t, "topology.conf", accel_buf_str(&c->conf), c->conf.len,
+                                    &e) != ACCEL_OK)
             die("parse", &e);
-        samples[r] = now_ms() - t0;
+        c->samples[r] = now_ms() - t0;
         if (r + 1 < p->runs)
-            accel_switch_tree_free(&t);
+            accel_switch_tree_free(&c->t);
     }
-    out->parse_ms = median(samples, p->runs);
-    /* plan: expand SLURM_STEP_NODELIST + order (timed) */
+    out->parse_ms = median(c->samples, p->runs);
     for (unsigned r = 0; r < p->runs; r++) {
         struct accel_hostlist hl;
         double t0 = now_ms();
-        if (accel_hostlist_expand(accel_buf_str(&list), 0, &hl, &e) != ACCEL_OK)
+        if (accel_hostlist_expand(accel_buf_str(&c->list), 0, &hl, &e) != ACCEL_OK)
             die("expand", &e);
-        if (accel_cluster_order(&t, (const char *const *)hl.names, hl.n, order, &e) != ACCEL_OK)
+        if (accel_cluster_order(&c->t, (const char *const *)hl.names, hl.n, c->order, &e) !=
+            ACCEL_OK)
             die("order", &e);
-        samples[r] = now_ms() - t0;
-        if (hl.n != m)
+        c->samples[r] = now_ms() - t0;
+        if (hl.n != c->m)
             die("expand gave the wrong count", NULL);
-        for (size_t i = 0; i < m; i++) { /* keep the names for the metrics */
-            snprintf(pool + i * 16, 16, "%s", hl.names[i]);
-            names[i] = pool + i * 16;
+        for (size_t i = 0; i < c->m; i++) { /* keep the names for the metrics */
+            snprintf(c->pool + i * 16, 16, "%s", hl.names[i]);
+            c->names[i] = c->pool + i * 16;
         }
         accel_hostlist_free(&hl);
     }
-    out->plan_ms = median(samples, p->runs);
+    out->plan_ms = median(c->samples, p->runs);
     for (unsigned r = 0; r < p->runs; r++) {
         double t0 = now_ms();
-        if (accel_cluster_order(&t, names, m, order2, &e) != ACCEL_OK)
+        if (accel_cluster_order(&c->t, c->names, c->m, c->order2, &e) != ACCEL_OK)
             die("order", &e);
-        samples[r] = now_ms() - t0;
+        c->samples[r] = now_ms() - t0;
     }
-    out->order_ms = median(samples, p->runs);
-    if (memcmp(order, order2, m * sizeof(*order)) != 0 || order[0] != 0)
+    out->order_ms = median(c->samples, p->runs);
+}
+
+/* Crossings and spine hops of accelrun's order, Slurm's and the bound. */
+static void measure(struct sim *c, struct row *out)
+{
+    struct accel_error e;
+    size_t m = c->m;
+
+    if (memcmp(c->order, c->order2, m * sizeof(*c->order)) != 0 || c->order[0] != 0)
         die("order is not deterministic or moved rank 0", NULL);
-    if (accel_cluster_metrics(&t, names, m, order, &out->acc, &e) != ACCEL_OK ||
-        accel_cluster_metrics(&t, names, m, NULL, &out->slurm, &e) != ACCEL_OK ||
-        accel_cluster_bound(&t, names, m, &out->bound, &e) != ACCEL_OK)
+    if (accel_cluster_metrics(&c->t, c->names, m, c->order, &out->acc, &e) != ACCEL_OK ||
+        accel_cluster_metrics(&c->t, c->names, m, NULL, &out->slurm, &e) != ACCEL_OK ||
+        accel_cluster_bound(&c->t, c->names, m, &out->bound, &e) != ACCEL_OK)
         die("metrics", &e);
     if (out->acc.unplaced != 0)
         die("a step node is missing from the generated tree", NULL);
     out->mixed = 0;
-    if (k == RAIL) {
+    if (c->k == RAIL) {
         struct accel_ring_metrics *ms[] = {&out->acc, &out->slurm, &out->bound};
         for (int i = 0; i < 3; i++) {
             ms[i]->crossings *= RAILS;
             ms[i]->spine_hops *= RAILS;
         }
-        out->mixed = mixed_rails(order, m, su, perm);
+        out->mixed = mixed_rails(c->order, m, c->su, c->perm);
     }
-    out->gpus = gpus;
     out->nodes = m;
-    out->cluster = N;
+    out->cluster = c->N;
     out->leaves = out->bound.leaves;
-    accel_switch_tree_free(&t);
-    accel_buf_free(&conf);
-    accel_buf_free(&list);
-    free(num);
-    free(idx);
-    free(chosen);
-    free(su);
-    free(perm);
-    free(pool);
-    free(names);
-    free(order);
-    free(order2);
-    free(samples);
+}
+
+static void sim_free(struct sim *c)
+{
+    accel_switch_tree_free(&c->t);
+    accel_buf_free(&c->conf);
+    accel_buf_free(&c->list);
+    free(c->num);
+    free(c->idx);
+    free(c->chosen);
+    free(c->su);
+    free(c->perm);
+    free(c->pool);
+    free(c->names);
+    free(c->order);
+    free(c->order2);
+    free(c->samples);
+}
+
+static void run_case(enum kind k, bool shuffled, size_t gpus, const struct params *p,
+                     struct row *out)
+{
+    struct sim c;
+
+    sim_init(&c, k, shuffled, gpus, p);
+    allocate(&c, shuffled, p);
+    out->list_bytes = c.list.len;
+    rails(&c);
+    time_planning(&c, p, out);
+    measure(&c, out);
+    out->gpus = gpus;
+    sim_free(&c);
 }
 
 static double ratio(size_t a, size_t b)
@@ -356,6 +416,110 @@ static void usage(void)
     exit(2);
 }
 
+static void parse_params(int argc, char **argv, struct params *p)
+{
+    for (int i = 1; i < argc; i += 2) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (v == NULL)
+            usage();
+        if (strcmp(argv[i], "--dat") == 0)
+            p->dat = v;
+        else if (strcmp(argv[i], "--runs") == 0)
+            p->runs = (unsigned)atoi(v);
+        else if (strcmp(argv[i], "--leaf") == 0)
+            p->leaf = (unsigned)atoi(v);
+        else if (strcmp(argv[i], "--pod") == 0)
+            p->pod = (unsigned)atoi(v);
+        else if (strcmp(argv[i], "--su") == 0)
+            p->su = (unsigned)atoi(v);
+        else if (strcmp(argv[i], "--busy") == 0)
+            p->busy = atof(v);
+        else if (strcmp(argv[i], "--max-gpus") == 0)
+            p->max_gpus = (unsigned)atoi(v);
+        else if (strcmp(argv[i], "--seed") == 0)
+            p->seed = strtoull(v, NULL, 10);
+        else
+            usage();
+    }
+    if (p->runs < 1 || p->leaf < 1 || p->pod < 1 || p->su < 1 || p->busy < 1.0 || p->max_gpus < 8)
+        usage();
+}
+
+static void print_header(const struct params *p)
+{
+    printf("topo_sim: ring crossings of leaf switches (rail: of rail switches, summed over %d "
+           "rails)\n",
+           RAILS);
+    printf("  %d GPUs/node; fat-tree leaf = %u nodes, pod = %u leaves; rail SU = %u nodes; the "
+           "job is a random\n  1/%.1f of its cluster (seed %llu); median of %u runs; "
+           "ratios are to the lower bound\n",
+           GPUS_PER_NODE, p->leaf, p->pod, p->su, p->busy, (unsigned long long)p->seed, p->runs);
+    printf("  leaves: leaf switches the job touches (rail: SUs); crossings, then spine hops, for "
+           "accelrun's order,\n  Slurm's order and the lower bound; mixed (rail): accelrun's "
+           "crossings if local rank r sat on\n  different rails on different nodes; plan: expand "
+           "SLURM_STEP_NODELIST + accel_cluster_order;\n  conf: parse the whole cluster's "
+           "topology.conf\n\n");
+    printf("%-20s %7s %6s %6s | %8s %8s %8s %6s %6s | %8s %8s %8s | %8s | %7s %7s\n", "cluster",
+           "GPUs", "nodes", "leaves", "accelrun", "slurm", "bound", "acc/b", "slm/b", "hops acc",
+           "slurm", "bound", "mixed", "plan ms", "conf ms");
+}
+
+/* One row of the table, and of the .dat file (dat NULL: none). */
+static void print_row(const char *name, enum kind k, const struct row *r, FILE *dat)
+{
+    printf("%-20s %7zu %6zu %6zu | %8zu %8zu %8zu %6.3f %6.3f | %8zu %8zu %8zu | ", name, r->gpus,
+           r->nodes, r->leaves, r->acc.crossings, r->slurm.crossings, r->bound.crossings,
+           ratio(r->acc.crossings, r->bound.crossings),
+           ratio(r->slurm.crossings, r->bound.crossings), r->acc.spine_hops, r->slurm.spine_hops,
+           r->bound.spine_hops);
+    if (k == RAIL)
+        printf("%8zu | ", r->mixed);
+    else
+        printf("%8s | ", "-");
+    printf("%7.3f %7.3f\n", r->plan_ms, r->parse_ms);
+    if (dat != NULL)
+        fprintf(dat, "%zu %zu %zu %zu %zu %zu %zu %zu %zu %.4f %.4f %.4f %zu %zu\n", r->gpus,
+                r->nodes, r->leaves, r->acc.crossings, r->slurm.crossings, r->bound.crossings,
+                r->acc.spine_hops, r->slurm.spine_hops, r->bound.spine_hops, r->plan_ms,
+                r->order_ms, r->parse_ms, r->list_bytes, r->mixed);
+}
+
+/* The summary's figures: the worst ratios over every case, the largest
+ * step's planning times and node list over the scenarios. */
+struct worst {
+    double acc, acc_hops, slurm, plan, order;
+    size_t list;
+};
+
+static void tally(struct worst *w, const struct row *r, bool largest)
+{
+    if (ratio(r->acc.crossings, r->bound.crossings) > w->acc)
+        w->acc = ratio(r->acc.crossings, r->bound.crossings);
+    if (ratio(r->acc.spine_hops, r->bound.spine_hops) > w->acc_hops)
+        w->acc_hops = ratio(r->acc.spine_hops, r->bound.spine_hops);
+    if (ratio(r->slurm.crossings, r->bound.crossings) > w->slurm)
+        w->slurm = ratio(r->slurm.crossings, r->bound.crossings);
+    if (!largest)
+        return;
+    if (r->plan_ms > w->plan)
+        w->plan = r->plan_ms;
+    if (r->order_ms > w->order)
+        w->order = r->order_ms;
+    if (r->list_bytes > w->list)
+        w->list = r->list_bytes;
+}
+
+static void print_summary(const struct params *p, const struct worst *w)
+{
+    printf("\nworst ratio to the lower bound: accelrun %.3f in crossings, %.3f in spine hops "
+           "(goal: within 1%%);\n  Slurm's order up to %.3f in crossings\n",
+           w->acc, w->acc_hops, w->slurm);
+    printf("planning the largest step (%u GPUs, %u nodes): expand SLURM_STEP_NODELIST + order "
+           "%.2f ms, order alone %.2f ms,\n  worst case over the scenarios (goal: 100 ms); its "
+           "node list is up to %zu bytes\n",
+           p->max_gpus, p->max_gpus / GPUS_PER_NODE, w->plan, w->order, w->list);
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -368,54 +532,15 @@ int main(int argc, char **argv)
         {"rail rack", RAIL, false},       {"rail shuffled", RAIL, true},
     };
     struct params p = {16, 16, 32, 9, 131072, 2.0, 42, NULL};
+    struct worst w = {0, 0, 0, 0, 0, 0};
     FILE *dat = NULL;
-    double worst_acc = 0, worst_acc_hops = 0, worst_slurm = 0, plan_max = 0, order_max = 0;
-    size_t list_max = 0;
 
-    for (int i = 1; i < argc; i += 2) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (v == NULL)
-            usage();
-        if (strcmp(argv[i], "--dat") == 0)
-            p.dat = v;
-        else if (strcmp(argv[i], "--runs") == 0)
-            p.runs = (unsigned)atoi(v);
-        else if (strcmp(argv[i], "--leaf") == 0)
-            p.leaf = (unsigned)atoi(v);
-        else if (strcmp(argv[i], "--pod") == 0)
-            p.pod = (unsigned)atoi(v);
-        else if (strcmp(argv[i], "--su") == 0)
-            p.su = (unsigned)atoi(v);
-        else if (strcmp(argv[i], "--busy") == 0)
-            p.busy = atof(v);
-        else if (strcmp(argv[i], "--max-gpus") == 0)
-            p.max_gpus = (unsigned)atoi(v);
-        else if (strcmp(argv[i], "--seed") == 0)
-            p.seed = strtoull(v, NULL, 10);
-        else
-            usage();
-    }
-    if (p.runs < 1 || p.leaf < 1 || p.pod < 1 || p.su < 1 || p.busy < 1.0 || p.max_gpus < 8)
-        usage();
+    parse_params(argc, argv, &p);
     if (p.dat != NULL && (dat = fopen(p.dat, "w")) == NULL) {
         perror(p.dat);
         return 1;
     }
-    printf("topo_sim: ring crossings of leaf switches (rail: of rail switches, summed over %d "
-           "rails)\n",
-           RAILS);
-    printf("  %d GPUs/node; fat-tree leaf = %u nodes, pod = %u leaves; rail SU = %u nodes; the "
-           "job is a random\n  1/%.1f of its cluster (seed %llu); median of %u runs; "
-           "ratios are to the lower bound\n",
-           GPUS_PER_NODE, p.leaf, p.pod, p.su, p.busy, (unsigned long long)p.seed, p.runs);
-    printf("  leaves: leaf switches the job touches (rail: SUs); crossings, then spine hops, for "
-           "accelrun's order,\n  Slurm's order and the lower bound; mixed (rail): accelrun's "
-           "crossings if local rank r sat on\n  different rails on different nodes; plan: expand "
-           "SLURM_STEP_NODELIST + accel_cluster_order;\n  conf: parse the whole cluster's "
-           "topology.conf\n\n");
-    printf("%-20s %7s %6s %6s | %8s %8s %8s %6s %6s | %8s %8s %8s | %8s | %7s %7s\n", "cluster",
-           "GPUs", "nodes", "leaves", "accelrun", "slurm", "bound", "acc/b", "slm/b", "hops acc",
-           "slurm", "bound", "mixed", "plan ms", "conf ms");
+    print_header(&p);
     for (size_t s = 0; s < sizeof(sc) / sizeof(sc[0]); s++) {
         if (dat != NULL)
             fprintf(dat,
@@ -425,45 +550,12 @@ int main(int argc, char **argv)
         for (size_t gpus = 8; gpus <= p.max_gpus; gpus *= 4) {
             struct row r;
             run_case(sc[s].k, sc[s].shuffled, gpus, &p, &r);
-            printf("%-20s %7zu %6zu %6zu | %8zu %8zu %8zu %6.3f %6.3f | %8zu %8zu %8zu | ",
-                   sc[s].name, r.gpus, r.nodes, r.leaves, r.acc.crossings, r.slurm.crossings,
-                   r.bound.crossings, ratio(r.acc.crossings, r.bound.crossings),
-                   ratio(r.slurm.crossings, r.bound.crossings), r.acc.spine_hops,
-                   r.slurm.spine_hops, r.bound.spine_hops);
-            if (sc[s].k == RAIL)
-                printf("%8zu | ", r.mixed);
-            else
-                printf("%8s | ", "-");
-            printf("%7.3f %7.3f\n", r.plan_ms, r.parse_ms);
-            if (dat != NULL)
-                fprintf(dat, "%zu %zu %zu %zu %zu %zu %zu %zu %zu %.4f %.4f %.4f %zu %zu\n", r.gpus,
-                        r.nodes, r.leaves, r.acc.crossings, r.slurm.crossings, r.bound.crossings,
-                        r.acc.spine_hops, r.slurm.spine_hops, r.bound.spine_hops, r.plan_ms,
-                        r.order_ms, r.parse_ms, r.list_bytes, r.mixed);
-            if (ratio(r.acc.crossings, r.bound.crossings) > worst_acc)
-                worst_acc = ratio(r.acc.crossings, r.bound.crossings);
-            if (ratio(r.acc.spine_hops, r.bound.spine_hops) > worst_acc_hops)
-                worst_acc_hops = ratio(r.acc.spine_hops, r.bound.spine_hops);
-            if (ratio(r.slurm.crossings, r.bound.crossings) > worst_slurm)
-                worst_slurm = ratio(r.slurm.crossings, r.bound.crossings);
-            if (r.gpus == p.max_gpus || gpus * 4 > p.max_gpus) {
-                if (r.plan_ms > plan_max)
-                    plan_max = r.plan_ms;
-                if (r.order_ms > order_max)
-                    order_max = r.order_ms;
-                if (r.list_bytes > list_max)
-                    list_max = r.list_bytes;
-            }
+            print_row(sc[s].name, sc[s].k, &r, dat);
+            tally(&w, &r, r.gpus == p.max_gpus || gpus * 4 > p.max_gpus);
         }
     }
-    printf("\nworst ratio to the lower bound: accelrun %.3f in crossings, %.3f in spine hops "
-           "(goal: within 1%%);\n  Slurm's order up to %.3f in crossings\n",
-           worst_acc, worst_acc_hops, worst_slurm);
-    printf("planning the largest step (%u GPUs, %u nodes): expand SLURM_STEP_NODELIST + order "
-           "%.2f ms, order alone %.2f ms,\n  worst case over the scenarios (goal: 100 ms); its "
-           "node list is up to %zu bytes\n",
-           p.max_gpus, p.max_gpus / GPUS_PER_NODE, plan_max, order_max, list_max);
+    print_summary(&p, &w);
     if (dat != NULL)
         fclose(dat);
-    return worst_acc > 1.01 ? 1 : 0;
+    return w.acc > 1.01 ? 1 : 0;
 }
