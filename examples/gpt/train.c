@@ -21,51 +21,23 @@
  * micro-batch's bytes copied in and the loss read back once a step.  The
  * CPU mode prefetches nothing (every call there is complete on return, so
  * it would only raise the peak).
- * What this file does not do: kernels (kernels.c, the .cu files), units
- * (model.c), data (data.c), flags (args.c).
+ * What this file does not do: the start (setup.c), kernels (kernels.c, the
+ * .cu files), units (model.c), data (data.c), flags (args.c).
  */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #include "accel/comm.h"
 #include "accel/err.h"
-#include "accel/getenv.h"
 #include "accel/shard.h"
 #include "accel/store.h"
 
-#include "args.h"
-#include "data.h"
-#include "gpu.h"
-#include "model.h"
 #include "resume.h"
-
-struct trainer {
-    struct gpt_args a;
-    struct accel_bootstrap boot;
-    struct accel_comm *comm;
-    struct accel_shard *shard;
-    struct accel_shard_opts opts;
-    struct gpt_model m;
-    struct gpt_data data;
-    unsigned rank, world;
-    size_t micro; /* sequences per micro-step on this rank */
-    size_t accum; /* micro-steps per step */
-    bool device;  /* the nccl backend: the model and the shard on the GPU */
-    int cuda_device;
-    struct gpt_cuda *cuda; /* the CUDA backend's context (device mode) */
-    FILE *log;
-    size_t start;        /* the step resumed from (0: a fresh run) */
-    int stopped;         /* the signal the run stopped on, after saving (0: it did not) */
-    unsigned from;       /* the world size that saved it */
-    double save_started; /* --async-save: when the save in flight started (now_s) */
-    struct accel_error err;
-    const char *what; /* the failing step, for the message */
-};
+#include "trainer.h"
 
 static double now_s(void)
 {
@@ -106,21 +78,21 @@ static double lr_at(const struct gpt_args *a, size_t step)
     return lo + 0.5 * (a->lr - lo) * (1.0 + cos(3.14159265358979323846 * p));
 }
 
-static int fail(struct trainer *t, const char *what)
+int gpt_fail(struct gpt_trainer *t, const char *what)
 {
     t->what = what;
     return -1;
 }
 
 /* The backend's first failure (a CUDA launch, cuBLAS), if any, as the step's. */
-static int check_backend(struct trainer *t, const char *what)
+static int check_backend(struct gpt_trainer *t, const char *what)
 {
     char why[512];
 
     if (gpt_check(&t->m, why, sizeof why) == 0)
         return 0;
     accel_error_set(&t->err, ACCEL_EIO, "%s", why);
-    return fail(t, what);
+    return gpt_fail(t, what);
 }
 
 /* Forward of every unit on the micro-batch in t->m; the head stays gathered
@@ -132,17 +104,17 @@ static int check_backend(struct trainer *t, const char *what)
  * communicator's stream wait for unit u's compute), so the all-gather runs
  * while unit u computes; the gather at the top of the loop is then a no-op.
  * Every rank calls the collectives in the same order. */
-static int forward(struct trainer *t, bool then_backward)
+static int forward(struct gpt_trainer *t, bool then_backward)
 {
     for (size_t u = 0; u < t->m.nunits; u++) {
         if (accel_shard_gather(t->shard, u, &t->err) != ACCEL_OK)
-            return fail(t, "gather (forward)");
+            return gpt_fail(t, "gather (forward)");
         gpt_forward(&t->m, u, accel_shard_params(t->shard, u));
         if (check_backend(t, "forward"))
             return -1;
         if (t->device && u + 1 < t->m.nunits &&
             accel_shard_gather(t->shard, u + 1, &t->err) != ACCEL_OK)
-            return fail(t, "gather (forward prefetch)");
+            return gpt_fail(t, "gather (forward prefetch)");
         if (!(then_backward && u + 1 == t->m.nunits))
             accel_shard_release(t->shard, u);
     }
@@ -151,17 +123,17 @@ static int forward(struct trainer *t, bool then_backward)
 
 /* Unit u's gathered parameters (FULL_SHARD: gathered again) and its
  * gradient buffer (allocated and zeroed on first use in a step). */
-static float *backward_buffers(struct trainer *t, size_t u, const char *what)
+static float *backward_buffers(struct gpt_trainer *t, size_t u, const char *what)
 {
     float *g;
 
     if (accel_shard_gather(t->shard, u, &t->err) != ACCEL_OK) {
-        fail(t, what);
+        gpt_fail(t, what);
         return NULL;
     }
     if (!(g = accel_shard_grads(t->shard, u))) {
         accel_error_set(&t->err, ACCEL_ENOMEM, "no gradient buffer for unit %zu", u);
-        fail(t, "grads");
+        gpt_fail(t, "grads");
     }
     return g;
 }
@@ -170,7 +142,7 @@ static float *backward_buffers(struct trainer *t, size_t u, const char *what)
  * buffer after unit u's backward is queued and before its reduce, so the
  * all-gather runs during unit u's backward, and unit u's reduce-scatter
  * (which waits for that backward) during unit u - 1's. */
-static int backward(struct trainer *t, float dloss, bool last)
+static int backward(struct gpt_trainer *t, float dloss, bool last)
 {
     for (size_t u = t->m.nunits; u-- > 0;) {
         float *g = backward_buffers(t, u, "gather (backward)");
@@ -182,7 +154,7 @@ static int backward(struct trainer *t, float dloss, bool last)
         if (t->device && u > 0 && !backward_buffers(t, u - 1, "gather (backward prefetch)"))
             return -1;
         if (accel_shard_reduce(t->shard, u, last, &t->err) != ACCEL_OK)
-            return fail(t, "reduce");
+            return gpt_fail(t, "reduce");
         accel_shard_release(t->shard, u);
     }
     return 0;
@@ -206,7 +178,7 @@ static void note_signal(int sig)
  * all-reduced on the communicator's: that stream first waits for the compute
  * stream (so the sync covers both), and the compute stream, where the copy
  * goes, for it. */
-static int global_mean(struct trainer *t, double denom, float *out, bool *stop)
+static int global_mean(struct gpt_trainer *t, double denom, float *out, bool *stop)
 {
     float *x = gpt_loss_mean(&t->m, denom), got[2];
     char why[512];
@@ -214,19 +186,19 @@ static int global_mean(struct trainer *t, double denom, float *out, bool *stop)
     gpt_loss_flag(&t->m, stop_signal ? 1.0f : 0.0f);
     if (t->device && gpt_cuda_comm_after(t->cuda, why, sizeof why)) {
         accel_error_set(&t->err, ACCEL_EIO, "%s", why);
-        return fail(t, "loss (to the communicator's stream)");
+        return gpt_fail(t, "loss (to the communicator's stream)");
     }
     if (accel_all_reduce(t->comm, x, x, 2, ACCEL_F32, ACCEL_AVG, &t->err) != ACCEL_OK)
-        return fail(t, "all_reduce (loss)");
+        return gpt_fail(t, "all_reduce (loss)");
     if (accel_comm_sync(t->comm, &t->err) != ACCEL_OK)
-        return fail(t, "sync (loss)");
+        return gpt_fail(t, "sync (loss)");
     if (t->device && gpt_cuda_compute_after(t->cuda, why, sizeof why)) {
         accel_error_set(&t->err, ACCEL_EIO, "%s", why);
-        return fail(t, "loss (to the compute stream)");
+        return gpt_fail(t, "loss (to the compute stream)");
     }
     if (gpt_read(&t->m, got, x, sizeof got, why, sizeof why)) {
         accel_error_set(&t->err, ACCEL_EIO, "%s", why);
-        return fail(t, "read (loss)");
+        return gpt_fail(t, "read (loss)");
     }
     *out = got[0];
     *stop = got[1] > 0;
@@ -235,7 +207,7 @@ static int global_mean(struct trainer *t, double denom, float *out, bool *stop)
 
 /* One optimizer step; *loss is the global mean training loss, *stop whether
  * a rank was asked to stop. */
-static int train_step(struct trainer *t, size_t step, float *loss, struct accel_shard_stats *st,
+static int train_step(struct gpt_trainer *t, size_t step, float *loss, struct accel_shard_stats *st,
                       bool *stop)
 {
     size_t B = t->micro, T = t->a.seq, N = B * T;
@@ -255,13 +227,13 @@ static int train_step(struct trainer *t, size_t step, float *loss, struct accel_
             return -1;
     }
     if (accel_shard_step(t->shard, st, &t->err) != ACCEL_OK)
-        return fail(t, "step");
+        return gpt_fail(t, "step");
     return global_mean(t, (double)(N * t->accum), loss, stop);
 }
 
 /* Validation: eval_batches global batches of fixed windows, each rank its
  * slice, forward only. */
-static int evaluate(struct trainer *t, float *loss)
+static int evaluate(struct gpt_trainer *t, float *loss)
 {
     size_t B = t->micro, T = t->a.seq, N = B * T;
     size_t count = t->a.eval_batches * t->a.batch, per_rank = count / t->world;
@@ -278,182 +250,6 @@ static int evaluate(struct trainer *t, float *loss)
     return global_mean(t, (double)(N * (per_rank / B)), loss, &ignored);
 }
 
-/* A truth value as accelerate's str_to_bool reads it. */
-static bool truthy(const char *v)
-{
-    static const char *const yes[] = {"1", "true", "t", "yes", "y", "on"};
-
-    for (size_t i = 0; v && i < sizeof yes / sizeof yes[0]; i++)
-        if (!strcasecmp(v, yes[i]))
-            return true;
-    return false;
-}
-
-/* The communicator's backend, chosen here so that the GPU is selected before
- * accel_comm_init: socket when ACCELERATE_USE_CPU is true (a CPU config);
- * else ACCELRUN_COMM; else nccl where it is built, this binary has the CUDA
- * kernels and CUDA_VISIBLE_DEVICES is set and not empty; else socket.  That
- * is accel_comm_init's own default, except for the first and third
- * conditions.  *msg: an error, or NULL. */
-static const char *choose_backend(const char **msg)
-{
-    const char *b = getenv("ACCELRUN_COMM"), *gpus = getenv("CUDA_VISIBLE_DEVICES");
-
-    *msg = NULL;
-    if (truthy(getenv("ACCELERATE_USE_CPU")))
-        return "socket";
-    if (b && b[0]) {
-        if (!strcmp(b, "nccl") && !gpt_cuda_ops())
-            *msg = "ACCELRUN_COMM=nccl, but train_gpt was built without the CUDA kernels (no "
-                   "nvcc or NCCL under CUDA_HOME, or NO_CUDA=1): use the socket backend";
-        return b;
-    }
-    if (accel_comm_has_nccl() && gpt_cuda_ops() && gpus && gpus[0])
-        return "nccl";
-    return "socket";
-}
-
-/* Device mode, before the communicator: the GPU of LOCAL_RANK (0 when
- * unset) among the visible ones. */
-static int select_device(struct trainer *t)
-{
-    const char *v = NULL;
-    unsigned local = 0;
-    char why[512];
-
-    if (accel_getenv_str("train_gpt", "LOCAL_RANK", false, &v, &t->err) != ACCEL_OK ||
-        (v &&
-         accel_getenv_uint("train_gpt", "LOCAL_RANK", 0, 1u << 20, &local, &t->err) != ACCEL_OK))
-        return fail(t, "device (LOCAL_RANK)");
-    if (gpt_cuda_select(local, &t->cuda_device, why, sizeof why)) {
-        accel_error_set(&t->err, ACCEL_EUNSUPPORTED, "%s", why);
-        return fail(t, "device");
-    }
-    return 0;
-}
-
-static int setup(struct trainer *t)
-{
-    struct accel_comm_opts co = {.cuda_device = -1};
-    struct gpt_config cfg = {.T = t->a.seq, .C = t->a.channels, .L = t->a.layers, .NH = t->a.heads};
-    const struct gpt_ops *ops = &gpt_cpu_ops;
-    const char *msg;
-    char why[512];
-
-    if (accel_bootstrap_init(&t->boot, &t->err) != ACCEL_OK)
-        return fail(t, "bootstrap (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)");
-    t->rank = t->boot.rank;
-    t->world = t->boot.world;
-    co.timeout_s = t->boot.timeout_s;
-    co.backend = choose_backend(&msg);
-    if (msg) {
-        accel_error_set(&t->err, ACCEL_EUNSUPPORTED, "%s", msg);
-        return fail(t, "backend");
-    }
-    if (!strcmp(co.backend, "nccl")) {
-        if (select_device(t))
-            return -1;
-        co.cuda_device = t->cuda_device;
-    }
-    if (accel_comm_init(&t->comm, t->boot.store, t->rank, t->world, &co, &t->err) != ACCEL_OK)
-        return fail(t, "communicator");
-    t->device = !strcmp(accel_comm_backend(t->comm), "nccl");
-    if (t->device) {
-        if (gpt_cuda_init(&t->cuda, accel_comm_cuda_stream(t->comm), why, sizeof why)) {
-            accel_error_set(&t->err, ACCEL_EIO, "%s", why);
-            return fail(t, "device");
-        }
-        ops = gpt_cuda_ops();
-    }
-    if (accel_shard_opts_from_env(&t->opts, &t->err) != ACCEL_OK)
-        return fail(t, "accelerate environment");
-    t->opts.lr = t->a.lr;
-    t->opts.max_grad_norm = t->a.clip;
-    t->accum = t->opts.grad_accum ? t->opts.grad_accum : 1;
-    if (t->a.batch % ((size_t)t->world * t->accum)) {
-        accel_error_set(&t->err, ACCEL_EINVAL,
-                        "--batch %zu is not a multiple of world size %u x gradient accumulation "
-                        "%zu",
-                        t->a.batch, t->world, t->accum);
-        return fail(t, "batch");
-    }
-    t->micro = t->a.batch / ((size_t)t->world * t->accum);
-    if ((t->a.eval_batches * t->a.batch / t->world) % t->micro) {
-        accel_error_set(&t->err, ACCEL_EINVAL,
-                        "--eval-batches %zu does not split into micro-batches", t->a.eval_batches);
-        return fail(t, "batch");
-    }
-    if (gpt_data_load(&t->data, t->a.data, why, sizeof why)) {
-        accel_error_set(&t->err, ACCEL_EIO, "%s", why);
-        return fail(t, "data");
-    }
-    if (t->a.seq + 2 > t->data.n - t->data.ntrain) {
-        accel_error_set(&t->err, ACCEL_EINVAL, "--seq %zu is longer than the validation split",
-                        t->a.seq);
-        return fail(t, "data");
-    }
-    if (gpt_init_on(&t->m, &cfg, t->micro, t->opts.compute == ACCEL_BF16, ops, t->cuda, why,
-                    sizeof why)) {
-        accel_error_set(&t->err, ACCEL_EINVAL, "%s", why);
-        return fail(t, "model");
-    }
-    if (accel_shard_init(&t->shard, t->comm, t->m.units, t->m.nunits, &t->opts, &t->err) !=
-        ACCEL_OK)
-        return fail(t, "shard init");
-    if (accel_shard_on_device(t->shard) != t->device) {
-        accel_error_set(&t->err, ACCEL_EINVAL,
-                        "the shard's buffers are %s memory, the model's %s memory (backend %s)",
-                        t->device ? "host" : "device", t->device ? "device" : "host",
-                        accel_comm_backend(t->comm));
-        return fail(t, "shard init");
-    }
-    /* the model computes on the backend's stream, the shard stays on the
-     * communicator's: the shard orders the two (docs/shard.md) */
-    if (t->device &&
-        accel_shard_set_compute_stream(t->shard, gpt_cuda_stream(t->cuda), &t->err) != ACCEL_OK)
-        return fail(t, "shard compute stream");
-    for (size_t u = 0; u < t->m.nunits; u++) {
-        size_t off = 0;
-        if (accel_shard_unit_numel(t->shard, u) != t->m.numel[u]) {
-            accel_error_set(&t->err, ACCEL_EINVAL, "unit %zu: shard has %zu elements, model %zu", u,
-                            accel_shard_unit_numel(t->shard, u), t->m.numel[u]);
-            return fail(t, "layout");
-        }
-        for (size_t p = 0; p < t->m.units[u].nparams; p++) {
-            const struct accel_shard_param *q = &t->m.units[u].params[p];
-            if (accel_shard_param_offset(t->shard, u, p) != off) {
-                accel_error_set(&t->err, ACCEL_EINVAL, "unit %zu param %s: offset %zu, want %zu", u,
-                                q->name, accel_shard_param_offset(t->shard, u, p), off);
-                return fail(t, "layout");
-            }
-            off += q->ndim == 2 ? q->shape[0] * q->shape[1] : q->shape[0];
-        }
-        /* the same full init on every rank; each keeps its slice */
-        float *full = malloc(t->m.numel[u] * sizeof *full);
-        if (!full) {
-            accel_error_set(&t->err, ACCEL_ENOMEM, "init of unit %zu", u);
-            return fail(t, "init");
-        }
-        gpt_init_params(&t->m, u, full, t->a.seed);
-        enum accel_err e = accel_shard_set_full(t->shard, u, full, &t->err);
-        free(full);
-        if (e != ACCEL_OK)
-            return fail(t, "set_full");
-    }
-    if (t->a.ckpt_dir && gpt_ckpt_open(t->shard, &t->a, t->world, &t->err))
-        return fail(t, "checkpoints (--ckpt-dir)");
-    if (t->a.ckpt_dir && gpt_resume(t->shard, &t->a, t->data.hash, &t->start, &t->from, &t->err))
-        return fail(t, "resume (--ckpt-dir)");
-    if (t->rank == 0 && t->a.loss_log) {
-        t->log = fopen(t->a.loss_log, "w");
-        if (!t->log) {
-            accel_error_sys(&t->err, ACCEL_EIO, "cannot write %s", t->a.loss_log);
-            return fail(t, "loss log");
-        }
-    }
-    return 0;
-}
-
 static const char *strategy_name(enum accel_shard_strategy s)
 {
     switch (s) {
@@ -467,7 +263,7 @@ static const char *strategy_name(enum accel_shard_strategy s)
     return "?";
 }
 
-static void banner(const struct trainer *t)
+static void banner(const struct gpt_trainer *t)
 {
     size_t psi = gpt_num_params(&t->m), maxu = 0;
 
@@ -505,7 +301,7 @@ static void banner(const struct trainer *t)
 }
 
 /* Every rank: its memory, for bench/train.sh (one line, key=value). */
-static void memory_report(const struct trainer *t, unsigned long base_kb)
+static void memory_report(const struct gpt_trainer *t, unsigned long base_kb)
 {
     size_t peak = 0, maxu = 0, now = accel_shard_bytes(t->shard, &peak);
     size_t psi = gpt_num_params(&t->m);
@@ -521,7 +317,7 @@ static void memory_report(const struct trainer *t, unsigned long base_kb)
 
 /* --async-save: the save in flight committed once every rank's file is
  * written (with `block`, waited for), said on rank 0. */
-static int poll_save(struct trainer *t, size_t s, bool block)
+static int poll_save(struct gpt_trainer *t, size_t s, bool block)
 {
     unsigned long committed = 0;
 
@@ -541,7 +337,7 @@ static int poll_save(struct trainer *t, size_t s, bool block)
  * a stop request), and, with --async-save, the commit of one in flight once
  * every rank's file is written (at the last step and on a stop, waited
  * for).  The time training waited is left out of the step time (*tlast). */
-static int save_or_poll(struct trainer *t, size_t s, bool stop, double *tlast)
+static int save_or_poll(struct gpt_trainer *t, size_t s, bool stop, double *tlast)
 {
     bool due = (t->a.save_every && (s + 1) % t->a.save_every == 0) || s + 1 == t->a.steps || stop;
     bool last = s + 1 == t->a.steps || stop;
@@ -573,7 +369,7 @@ static int save_or_poll(struct trainer *t, size_t s, bool stop, double *tlast)
     return 0;
 }
 
-static int train(struct trainer *t)
+static int train(struct gpt_trainer *t)
 {
     size_t every = t->a.print_every ? t->a.print_every : (t->a.steps + 19) / 20;
     double tokens = (double)(t->a.batch * t->a.seq), t0 = now_s(), tlast = t0, total = 0;
@@ -642,7 +438,7 @@ static int train(struct trainer *t)
 
 int main(int argc, char **argv)
 {
-    static struct trainer t;
+    static struct gpt_trainer t;
     unsigned long base_kb = status_kb("VmRSS");
     int rc = gpt_args_parse(&t.a, argc, argv);
 
@@ -660,7 +456,7 @@ int main(int argc, char **argv)
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGUSR1, &sa, NULL);
     }
-    if (setup(&t) == 0) {
+    if (gpt_setup(&t) == 0) {
         banner(&t);
         if (train(&t) == 0) {
             if (!t.stopped)
