@@ -301,19 +301,128 @@ static int fail_task(uint32_t rank, const char *text)
     return -1;
 }
 
+/* Ranks contiguous per node, as torchrun numbers them, with the nodes in
+ * switch order (order.c; DESIGN decision 7): a node's first rank is the
+ * number of tasks on the nodes placed before it.  With Slurm's block
+ * distribution and no topology this is SLURM_PROCID; with -m cyclic or a
+ * topology.conf it is not, and this is the numbering that keeps
+ * GROUP_RANK, LOCAL_RANK and RANK consistent.  Renumbers *node_id and
+ * *rank; returns 0, or fail_task's -1. */
+static int torch_numbering(spank_t sp, uint32_t local_count, int local_id, uint32_t *node_id,
+                           uint32_t *rank)
+{
+    char tpn[4096];
+    unsigned before = 0, count = 0;
+    uint32_t group = *node_id, first = 0;
+    struct accel_error err;
+    spank_err_t terr = spank_getenv(sp, "SLURM_STEP_TASKS_PER_NODE", tpn, sizeof(tpn));
+
+    /* absent: Slurm's numbering; present but unreadable (longer than
+     * tpn): an error, never a silently skipped check */
+    if (terr != ESPANK_SUCCESS && terr != ESPANK_ENV_NOEXIST) {
+        snprintf(plugin.error, sizeof(plugin.error),
+                 PLUGIN_NAME ": couldn't read SLURM_STEP_TASKS_PER_NODE (%zu bytes at most): %s",
+                 sizeof(tpn) - 1, spank_strerror(terr));
+        return fail_task(*rank, plugin.error);
+    }
+    if (terr != ESPANK_SUCCESS)
+        return 0;
+    accel_error_clear(&err);
+    if (accel_tasks_per_node(tpn, *node_id, &before, &count, &err) != ACCEL_OK ||
+        count != local_count)
+        return fail_task(*rank, PLUGIN_NAME ": SLURM_STEP_TASKS_PER_NODE does not match "
+                                            "this node's task count");
+    first = before;
+    if (plugin.node_rank != NULL &&
+        plugin_order_rank(tpn, *node_id, &group, &first, &err) != ACCEL_OK)
+        return fail_task(*rank, err.msg);
+    *node_id = group;
+    *rank = first + (uint32_t)local_id;
+    return 0;
+}
+
+/* The task's layout, from Slurm, numbered as torchrun numbers it (*rank
+ * too).  Returns 0, or fail_task's -1. */
+static int task_layout(spank_t sp, uint32_t *rank, struct accel_layout *lay)
+{
+    uint32_t world = 0, local_count = 0, node_id = 0, nnodes = 0, cpus = 0;
+    int local_id = 0;
+
+    if (spank_get_item(sp, S_TASK_ID, &local_id) != ESPANK_SUCCESS ||
+        !get_u32(sp, S_JOB_TOTAL_TASK_COUNT, &world) ||
+        !get_u32(sp, S_JOB_LOCAL_TASK_COUNT, &local_count) ||
+        !get_u32(sp, S_JOB_NODEID, &node_id) || !get_u32(sp, S_JOB_NNODES, &nnodes))
+        return fail_task(*rank, PLUGIN_NAME ": couldn't read the task layout from Slurm");
+    if (torch_numbering(sp, local_count, local_id, &node_id, rank) != 0)
+        return -1;
+    if (!get_u32(sp, S_STEP_CPUS_PER_TASK, &cpus))
+        cpus = 0;
+    lay->nnodes = nnodes;
+    lay->node_rank = node_id;
+    lay->nproc_per_node = local_count;
+    lay->local_rank = local_id;
+    lay->global_rank = *rank;
+    lay->world_size = world;
+    lay->master_addr = plugin.master_addr;
+    lay->master_port = plugin.master_port;
+    lay->cpus_per_proc = cpus;
+    return 0;
+}
+
+/* Sets core/env's variables in the task, but for those the task keeps:
+ * accelerate keeps an OMP_NUM_THREADS the user exported; Slurm's GPU
+ * binding is never replaced.  Returns 0, or fail_task's -1. */
+static int set_task_env(spank_t sp, const struct accel_env *env, uint32_t rank)
+{
+    char probe[16];
+
+    for (size_t i = 0; i < env->n; i++) {
+        char *kv = env->v[i], *eq = strchr(kv, '=');
+        int overwrite = 1;
+        *eq = '\0';
+        if (accel_env_user_wins(kv, &plugin.site) || device_var(kv))
+            overwrite = spank_getenv(sp, kv, probe, sizeof(probe)) == ESPANK_ENV_NOEXIST;
+        if (!overwrite && device_var(kv) && rank == 0)
+            slurm_spank_log(PLUGIN_NAME ": note: %s: gpu_ids is not used here; the step's GPU "
+                                        "binding (--gpus-per-task, --gres) decides %s",
+                            plugin.config_path, kv);
+        if (spank_setenv(sp, kv, eq + 1, overwrite) != ESPANK_SUCCESS && overwrite) {
+            *eq = '=';
+            return fail_task(rank, PLUGIN_NAME ": couldn't set the task environment");
+        }
+        *eq = '=';
+    }
+    return 0;
+}
+
+/* After the environment: Slurm numbers GPUs in PCI bus order; make CUDA
+ * agree.  Then Slurm's list in topology order (placement.c), when every
+ * task shares it, and the CPU binding (`place` NULL: the task has no
+ * place). */
+static void place_task(spank_t sp, const struct plugin_placement *place, uint32_t rank)
+{
+    char probe[16];
+
+    if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", probe, sizeof(probe)) != ESPANK_ENV_NOEXIST) {
+        spank_setenv(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
+        if (place && place->order[0] != '\0')
+            spank_setenv(sp, "CUDA_VISIBLE_DEVICES", place->order, 1);
+    }
+    if (place && plugin.site.cpu_binding)
+        plugin_bind_cpus(sp, place->cpus, rank);
+}
+
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
     struct accel_layout lay = {0, 0, 0, -1, -1, 0, NULL, 0, 0};
     struct accel_env_opts eopts = {NULL, NULL, false};
     struct accel_env env = {NULL, 0};
     struct accel_error err;
-    uint32_t rank = 0, world = 0, local_count = 0, node_id = 0, nnodes = 0, cpus = 0;
-    int local_id = 0;
-    char probe[16];
+    uint32_t rank = 0;
     struct plugin_placement place;
     struct accel_rank_plan *ranks = NULL;
     struct accel_plan plan = {0, NULL};
-    bool placed = false;
+    bool placed;
     int rc = -1;
 
     (void)ac;
@@ -330,105 +439,34 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         return fail_task(rank, plugin.error);
     if (!plugin.loaded)
         return fail_task(rank, PLUGIN_NAME ": the config was not loaded");
-    if (spank_get_item(sp, S_TASK_ID, &local_id) != ESPANK_SUCCESS ||
-        !get_u32(sp, S_JOB_TOTAL_TASK_COUNT, &world) ||
-        !get_u32(sp, S_JOB_LOCAL_TASK_COUNT, &local_count) ||
-        !get_u32(sp, S_JOB_NODEID, &node_id) || !get_u32(sp, S_JOB_NNODES, &nnodes))
-        return fail_task(rank, PLUGIN_NAME ": couldn't read the task layout from Slurm");
-    /* Ranks contiguous per node, as torchrun numbers them, with the nodes in
-     * switch order (order.c; DESIGN decision 7): a node's first rank is the
-     * number of tasks on the nodes placed before it.  With Slurm's block
-     * distribution and no topology this is SLURM_PROCID; with -m cyclic or a
-     * topology.conf it is not, and this is the numbering that keeps
-     * GROUP_RANK, LOCAL_RANK and RANK consistent. */
-    {
-        char tpn[4096];
-        unsigned before = 0, count = 0;
-        uint32_t group = node_id, first = 0;
-        spank_err_t terr = spank_getenv(sp, "SLURM_STEP_TASKS_PER_NODE", tpn, sizeof(tpn));
-        /* absent: Slurm's numbering; present but unreadable (longer than
-         * tpn): an error, never a silently skipped check */
-        if (terr != ESPANK_SUCCESS && terr != ESPANK_ENV_NOEXIST) {
-            snprintf(plugin.error, sizeof(plugin.error),
-                     PLUGIN_NAME
-                     ": couldn't read SLURM_STEP_TASKS_PER_NODE (%zu bytes at most): %s",
-                     sizeof(tpn) - 1, spank_strerror(terr));
-            return fail_task(rank, plugin.error);
-        }
-        if (terr == ESPANK_SUCCESS) {
-            if (accel_tasks_per_node(tpn, node_id, &before, &count, &err) != ACCEL_OK ||
-                count != local_count)
-                return fail_task(rank, PLUGIN_NAME ": SLURM_STEP_TASKS_PER_NODE does not match "
-                                                   "this node's task count");
-            first = before;
-            if (plugin.node_rank != NULL &&
-                plugin_order_rank(tpn, node_id, &group, &first, &err) != ACCEL_OK)
-                return fail_task(rank, err.msg);
-            node_id = group;
-            rank = first + (uint32_t)local_id;
-        }
-    }
-    if (!get_u32(sp, S_STEP_CPUS_PER_TASK, &cpus))
-        cpus = 0;
-    lay.nnodes = nnodes;
-    lay.node_rank = node_id;
-    lay.nproc_per_node = local_count;
-    lay.local_rank = local_id;
-    lay.global_rank = rank;
-    lay.world_size = world;
-    lay.master_addr = plugin.master_addr;
-    lay.master_port = plugin.master_port;
-    lay.cpus_per_proc = cpus;
+    if (task_layout(sp, &rank, &lay) != 0)
+        return -1;
     eopts.site = plugin.args.site[0] ? &plugin.site : NULL;
     eopts.job_wins = plugin.site.slurm_wins;
     /* The task's place on the node (placement.c): its NIC goes through
      * core/env as the plan of this local rank. */
-    placed = plugin_placement_task(sp, local_count, (unsigned)local_id, &place);
-    if (placed && plugin.site.nic_binding && local_count <= ACCEL_TOPO_MAX_RANKS) {
-        ranks = calloc(local_count, sizeof(*ranks));
+    placed = plugin_placement_task(sp, lay.nproc_per_node, (unsigned)lay.local_rank, &place);
+    if (placed && plugin.site.nic_binding && lay.nproc_per_node <= ACCEL_TOPO_MAX_RANKS) {
+        ranks = calloc(lay.nproc_per_node, sizeof(*ranks));
         if (ranks != NULL) {
-            ranks[local_id] = place.nic;
-            plan.nranks = local_count;
+            ranks[lay.local_rank] = place.nic;
+            plan.nranks = lay.nproc_per_node;
             plan.ranks = ranks;
             eopts.plan = &plan;
         }
     }
     if (rank == 0)
-        warn_once(world, nnodes, eopts.job_wins);
+        warn_once(lay.world_size, lay.nnodes, eopts.job_wins);
     accel_error_clear(&err);
     if (accel_env_build(&plugin.cfg, &lay, &eopts, &env, &err) != ACCEL_OK) {
         char text[1024];
         snprintf(text, sizeof(text), PLUGIN_NAME ": %s: error: %s", plugin.config_path, err.msg);
-        return fail_task(rank, text);
+        fail_task(rank, text);
+        goto out;
     }
-    for (size_t i = 0; i < env.n; i++) {
-        char *kv = env.v[i], *eq = strchr(kv, '=');
-        int overwrite = 1;
-        *eq = '\0';
-        /* accelerate keeps an OMP_NUM_THREADS the user exported; Slurm's GPU
-         * binding is never replaced */
-        if (accel_env_user_wins(kv, &plugin.site) || device_var(kv))
-            overwrite = spank_getenv(sp, kv, probe, sizeof(probe)) == ESPANK_ENV_NOEXIST;
-        if (!overwrite && device_var(kv) && rank == 0)
-            slurm_spank_log(PLUGIN_NAME ": note: %s: gpu_ids is not used here; the step's GPU "
-                                        "binding (--gpus-per-task, --gres) decides %s",
-                            plugin.config_path, kv);
-        if (spank_setenv(sp, kv, eq + 1, overwrite) != ESPANK_SUCCESS && overwrite) {
-            *eq = '=';
-            fail_task(rank, PLUGIN_NAME ": couldn't set the task environment");
-            goto out;
-        }
-        *eq = '=';
-    }
-    /* Slurm numbers GPUs in PCI bus order; make CUDA agree.  Then Slurm's
-     * list in topology order (placement.c), when every task shares it. */
-    if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", probe, sizeof(probe)) != ESPANK_ENV_NOEXIST) {
-        spank_setenv(sp, "CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
-        if (placed && place.order[0] != '\0')
-            spank_setenv(sp, "CUDA_VISIBLE_DEVICES", place.order, 1);
-    }
-    if (placed && plugin.site.cpu_binding)
-        plugin_bind_cpus(sp, place.cpus, rank);
+    if (set_task_env(sp, &env, rank) != 0)
+        goto out;
+    place_task(sp, placed ? &place : NULL, rank);
     /* last: the preflight sees the task's final environment */
     if (plugin.preflight && plugin_preflight_task(sp, rank) != 0)
         goto out;
