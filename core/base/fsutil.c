@@ -35,23 +35,23 @@ enum accel_err accel_read_file(const char *path, size_t max, char **out, size_t 
     *len = 0;
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
-        return accel_error_sys(err, open_errno_code(errno), "couldn't open %s", path);
+        return accel_error_sys(err, open_errno_code(errno), "%s: couldn't open", path);
     if (fstat(fd, &st) != 0) {
-        rc = accel_error_sys(err, ACCEL_EIO, "couldn't stat %s", path);
+        rc = accel_error_sys(err, ACCEL_EIO, "%s: couldn't stat", path);
         goto out;
     }
     if (!S_ISREG(st.st_mode)) {
-        rc = accel_error_set(err, ACCEL_EINVAL, "%s is not a regular file", path);
+        rc = accel_error_set(err, ACCEL_EINVAL, "%s: not a regular file", path);
         goto out;
     }
     if ((unsigned long long)st.st_size > max) {
-        rc = accel_error_set(err, ACCEL_ETOOBIG, "%s is %lld bytes; the limit is %zu bytes", path,
+        rc = accel_error_set(err, ACCEL_ETOOBIG, "%s: %lld bytes; the limit is %zu bytes", path,
                              (long long)st.st_size, max);
         goto out;
     }
     data = accel_malloc(max + 1 < (size_t)st.st_size + 1 ? max + 1 : (size_t)st.st_size + 1);
     if (data == NULL) {
-        rc = accel_error_set(err, ACCEL_ENOMEM, "out of memory reading %s", path);
+        rc = accel_error_set(err, ACCEL_ENOMEM, "%s: out of memory reading it", path);
         goto out;
     }
     /* Read what fstat promised; a file that grows meanwhile is cut at that size
@@ -61,7 +61,7 @@ enum accel_err accel_read_file(const char *path, size_t max, char **out, size_t 
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            rc = accel_error_sys(err, ACCEL_EIO, "couldn't read %s", path);
+            rc = accel_error_sys(err, ACCEL_EIO, "%s: couldn't read", path);
             goto out;
         }
         if (n == 0)
@@ -72,7 +72,7 @@ enum accel_err accel_read_file(const char *path, size_t max, char **out, size_t 
         char extra;
         if (read(fd, &extra, 1) == 1) {
             rc = accel_error_set(err, ACCEL_EINVAL,
-                                 "%s reports a size of 0 but has data (a /proc or /sys file?); "
+                                 "%s: reports a size of 0 but has data (a /proc or /sys file?); "
                                  "copy it to a regular file first",
                                  path);
             goto out;
@@ -81,7 +81,7 @@ enum accel_err accel_read_file(const char *path, size_t max, char **out, size_t 
     if (got == (size_t)st.st_size && got == max) {
         char extra;
         if (read(fd, &extra, 1) == 1) {
-            rc = accel_error_set(err, ACCEL_ETOOBIG, "%s grew past the limit of %zu bytes", path,
+            rc = accel_error_set(err, ACCEL_ETOOBIG, "%s: grew past the limit of %zu bytes", path,
                                  max);
             goto out;
         }
@@ -131,36 +131,36 @@ enum accel_err accel_write_durable(const char *path, const void *data, size_t le
     int fd = -1;
 
     if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp))
-        return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", path);
+        return accel_error_set(err, ACCEL_EINVAL, "%s: path too long", path);
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
     if (fd < 0)
-        return accel_error_sys(err, open_errno_code(errno), "couldn't create %s", tmp);
+        return accel_error_sys(err, open_errno_code(errno), "%s: couldn't create", tmp);
     while (done < len) {
         ssize_t n = write(fd, p + done, len - done);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            rc = accel_error_sys(err, ACCEL_EIO, "couldn't write %s", tmp);
+            rc = accel_error_sys(err, ACCEL_EIO, "%s: couldn't write", tmp);
             goto fail;
         }
         done += (size_t)n;
     }
     if (fsync(fd) != 0) {
-        rc = accel_error_sys(err, ACCEL_EIO, "couldn't fsync %s", tmp);
+        rc = accel_error_sys(err, ACCEL_EIO, "%s: couldn't fsync", tmp);
         goto fail;
     }
     if (close(fd) != 0) {
         fd = -1;
-        rc = accel_error_sys(err, ACCEL_EIO, "couldn't close %s", tmp);
+        rc = accel_error_sys(err, ACCEL_EIO, "%s: couldn't close", tmp);
         goto fail;
     }
     fd = -1;
     if (rename(tmp, path) != 0) {
-        rc = accel_error_sys(err, ACCEL_EIO, "couldn't rename %s to %s", tmp, path);
+        rc = accel_error_sys(err, ACCEL_EIO, "%s: couldn't rename it to %s", tmp, path);
         goto fail;
     }
     if (fsync_dir_of(path) != 0)
-        return accel_error_sys(err, ACCEL_EIO, "couldn't fsync the directory of %s", path);
+        return accel_error_sys(err, ACCEL_EIO, "%s: couldn't fsync its directory", path);
     return ACCEL_OK;
 fail:
     if (fd >= 0)

@@ -18,7 +18,7 @@ enum accel_err accel_tasks_per_node(const char *spec, unsigned node_id, unsigned
     bool found = false;
 
     if (spec == NULL || *spec == '\0')
-        return accel_error_set(err, ACCEL_EINVAL, "empty tasks-per-node list");
+        return accel_error_set(err, ACCEL_EINVAL, "tasks-per-node list: empty");
     while (*p != '\0') {
         unsigned long n, reps = 1;
         char *end;
@@ -52,10 +52,10 @@ enum accel_err accel_tasks_per_node(const char *spec, unsigned node_id, unsigned
     }
     if (found)
         return ACCEL_OK;
-    return accel_error_set(err, ACCEL_EINVAL, "node %u is past the tasks-per-node list '%.64s'",
-                           node_id, spec);
+    return accel_error_set(err, ACCEL_EINVAL, "tasks-per-node list '%.64s': no node %u", spec,
+                           node_id);
 bad:
-    return accel_error_set(err, ACCEL_EINVAL, "malformed tasks-per-node list '%.64s'", spec);
+    return accel_error_set(err, ACCEL_EINVAL, "tasks-per-node list '%.64s': malformed", spec);
 }
 
 unsigned accel_step_port(uint32_t job_id, uint32_t step_id, unsigned port_base, unsigned port_range)

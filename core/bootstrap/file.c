@@ -430,7 +430,7 @@ enum accel_err accel_store_open_dir(struct accel_store **out, const struct accel
 
     *out = NULL;
     if (opts == NULL || opts->dir == NULL || opts->dir[0] == '\0')
-        return accel_error_set(err, ACCEL_EINVAL, "store: open_dir needs a folder");
+        return accel_error_set(err, ACCEL_EINVAL, "store: no folder to open");
     if (strlen(opts->dir) > 3000)
         return accel_error_set(err, ACCEL_EINVAL, "store: folder name '%.64s...' is too long",
                                opts->dir);

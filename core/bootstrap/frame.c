@@ -80,13 +80,14 @@ enum accel_err bootstrap__frame_decode(const uint8_t *in, bool reply, struct boo
 
     if (get32(in) != STORE_MAGIC)
         return accel_error_set(err, ACCEL_EPARSE,
-                               "not a rendezvous store message (magic %02x%02x%02x%02x)", in[0],
-                               in[1], in[2], in[3]);
+                               "store protocol: not a rendezvous store message (magic "
+                               "%02x%02x%02x%02x)",
+                               in[0], in[1], in[2], in[3]);
     f->version = in[4];
     if (f->version != STORE_VERSION)
         return accel_error_set(err, ACCEL_EUNSUPPORTED,
-                               "store protocol version %u; this side speaks version %u", f->version,
-                               STORE_VERSION);
+                               "store protocol: version %u; this side speaks version %u",
+                               f->version, STORE_VERSION);
     f->op = in[5];
     f->status = (uint16_t)(in[6] | in[7] << 8);
     f->nonce = get64(in + 8);
@@ -95,36 +96,43 @@ enum accel_err bootstrap__frame_decode(const uint8_t *in, bool reply, struct boo
     f->arg = (int64_t)get64(in + 24);
     f->timeout_ms = get32(in + 32);
     if (get32(in + 36) != 0)
-        return accel_error_set(err, ACCEL_EPARSE, "reserved header bytes are not zero");
+        return accel_error_set(err, ACCEL_EPARSE,
+                               "store protocol: reserved header bytes are not zero");
     if (((f->op & STORE_REPLY) != 0) != reply)
-        return accel_error_set(err, ACCEL_EPARSE, "a %s where a %s was expected",
+        return accel_error_set(err, ACCEL_EPARSE, "store protocol: a %s where a %s was expected",
                                reply ? "request" : "reply", reply ? "reply" : "request");
     op = f->op & ~(unsigned)STORE_REPLY;
     if (op < STORE_HELLO || op >= STORE_OP_END)
-        return accel_error_set(err, ACCEL_EPARSE, "unknown op %u", op);
+        return accel_error_set(err, ACCEL_EPARSE, "store protocol: unknown op %u", op);
     if (f->klen > ACCEL_STORE_MAX_KEY)
-        return accel_error_set(err, ACCEL_ETOOBIG, "%s: key of %u bytes; the limit is %d",
+        return accel_error_set(err, ACCEL_ETOOBIG,
+                               "store protocol: %s: key of %u bytes; the limit is %d",
                                bootstrap__op_name(op), f->klen, ACCEL_STORE_MAX_KEY);
     if (f->vlen > ACCEL_STORE_MAX_VALUE)
-        return accel_error_set(err, ACCEL_ETOOBIG, "%s: value of %u bytes; the limit is %u",
+        return accel_error_set(err, ACCEL_ETOOBIG,
+                               "store protocol: %s: value of %u bytes; the limit is %u",
                                bootstrap__op_name(op), f->vlen, ACCEL_STORE_MAX_VALUE);
     if (reply) {
         if (f->klen != 0)
-            return accel_error_set(err, ACCEL_EPARSE, "a reply with a key");
+            return accel_error_set(err, ACCEL_EPARSE, "store protocol: a reply with a key");
         if (f->status >= ACCEL_ERR__LAST)
-            return accel_error_set(err, ACCEL_EPARSE, "unknown status %u", f->status);
+            return accel_error_set(err, ACCEL_EPARSE, "store protocol: unknown status %u",
+                                   f->status);
         if (f->status != ACCEL_OK && f->vlen > STORE_MAX_MSG)
-            return accel_error_set(err, ACCEL_ETOOBIG, "error message of %u bytes", f->vlen);
+            return accel_error_set(err, ACCEL_ETOOBIG, "store protocol: error message of %u bytes",
+                                   f->vlen);
         return ACCEL_OK;
     }
     if (f->status != 0)
-        return accel_error_set(err, ACCEL_EPARSE, "a request with a status");
+        return accel_error_set(err, ACCEL_EPARSE, "store protocol: a request with a status");
     if ((op == STORE_HELLO) != (f->klen == 0))
-        return accel_error_set(err, ACCEL_EINVAL, "%s: %s", bootstrap__op_name(op),
+        return accel_error_set(err, ACCEL_EINVAL, "store protocol: %s: %s", bootstrap__op_name(op),
                                op == STORE_HELLO ? "carries a key" : "empty key");
     if (op != STORE_SET && f->vlen != 0)
-        return accel_error_set(err, ACCEL_EINVAL, "%s: carries a value", bootstrap__op_name(op));
+        return accel_error_set(err, ACCEL_EINVAL, "store protocol: %s: carries a value",
+                               bootstrap__op_name(op));
     if (op == STORE_BARRIER && (f->arg < 1 || f->arg > ACCEL_STORE_MAX_CLIENTS))
-        return accel_error_set(err, ACCEL_EINVAL, "barrier of %lld clients", (long long)f->arg);
+        return accel_error_set(err, ACCEL_EINVAL, "store protocol: barrier of %lld clients",
+                               (long long)f->arg);
     return ACCEL_OK;
 }

@@ -570,7 +570,7 @@ static enum accel_err add_tag(struct accel_store_server *s, int fd, void *tag,
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = tag};
 
     if (epoll_ctl(s->efd, EPOLL_CTL_ADD, fd, &ev) != 0)
-        return accel_error_sys(err, ACCEL_EIO, "store server: epoll_ctl");
+        return accel_error_sys(err, ACCEL_EIO, "store server: couldn't watch a socket");
     return ACCEL_OK;
 }
 

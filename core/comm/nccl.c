@@ -409,21 +409,24 @@ static enum accel_err setup_stream(const struct accel_comm *c, struct nccl_impl 
     } else {
         e = cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking);
         if (e != cudaSuccess)
-            return accel_error_set(err, ACCEL_EIO, "rank %u of %u: nccl: cudaStreamCreate: %s",
+            return accel_error_set(err, ACCEL_EIO,
+                                   "rank %u of %u: nccl: couldn't create a CUDA stream: %s",
                                    c->rank, c->size, cudaGetErrorString(e));
         im->own_stream = true;
     }
     e = cudaMalloc((void **)&im->scratch, sizeof(float));
     if (e != cudaSuccess) {
         im->scratch = NULL;
-        return accel_error_set(err, ACCEL_ENOMEM, "rank %u of %u: nccl: cudaMalloc: %s", c->rank,
+        return accel_error_set(err, ACCEL_ENOMEM,
+                               "rank %u of %u: nccl: couldn't allocate device memory: %s", c->rank,
                                c->size, cudaGetErrorString(e));
     }
     /* sums of 0 stay 0; on the communicator's stream, which the legacy
      * default stream does not order with a non-blocking one */
     e = cudaMemsetAsync(im->scratch, 0, sizeof(float), im->stream);
     if (e != cudaSuccess)
-        return accel_error_set(err, ACCEL_EIO, "rank %u of %u: nccl: cudaMemsetAsync: %s", c->rank,
+        return accel_error_set(err, ACCEL_EIO,
+                               "rank %u of %u: nccl: couldn't clear device memory: %s", c->rank,
                                c->size, cudaGetErrorString(e));
     return ACCEL_OK;
 }
@@ -449,10 +452,14 @@ static enum accel_err open_device(const struct accel_comm *c, int want, struct n
                                getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES")
                                                               : "unset");
     e = want >= 0 ? cudaSetDevice(want) : cudaGetDevice(&dev);
+    if (e != cudaSuccess && want >= 0)
+        return accel_error_set(err, ACCEL_EIO,
+                               "rank %u of %u: nccl: couldn't select CUDA device %d: %s", c->rank,
+                               c->size, want, cudaGetErrorString(e));
     if (e != cudaSuccess)
-        return accel_error_set(err, ACCEL_EIO, "rank %u of %u: nccl: %s(%d): %s", c->rank, c->size,
-                               want >= 0 ? "cudaSetDevice" : "cudaGetDevice",
-                               want >= 0 ? want : dev, cudaGetErrorString(e));
+        return accel_error_set(err, ACCEL_EIO,
+                               "rank %u of %u: nccl: couldn't read the current CUDA device: %s",
+                               c->rank, c->size, cudaGetErrorString(e));
     im->device = want >= 0 ? want : dev;
     return ACCEL_OK;
 }

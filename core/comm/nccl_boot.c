@@ -145,7 +145,7 @@ enum accel_err comm__nccl_unique_id(unsigned char out[ACCEL_NCCL_ID_BYTES], stru
     memset(&id, 0, sizeof(id));
     r = ncclGetUniqueId(&id);
     if (r != ncclSuccess)
-        return accel_error_set(err, ACCEL_EIO, "nccl: ncclGetUniqueId: %s",
+        return accel_error_set(err, ACCEL_EIO, "nccl: couldn't make the unique id: %s",
                                comm__nccl_why(r, NULL, why, sizeof(why)));
     memcpy(out, id.internal, ACCEL_NCCL_ID_BYTES);
     return ACCEL_OK;

@@ -44,7 +44,8 @@ enum accel_err comm__nccl_dev_alloc(void **p, size_t bytes, struct accel_error *
         *p = NULL;
         (void)cudaGetLastError();
         return accel_error_set(err, e == cudaErrorMemoryAllocation ? ACCEL_ENOMEM : ACCEL_EIO,
-                               "cudaMalloc of %zu bytes: %s", bytes, cudaGetErrorString(e));
+                               "nccl: couldn't allocate %zu bytes of device memory: %s", bytes,
+                               cudaGetErrorString(e));
     }
     return ACCEL_OK;
 }
@@ -68,7 +69,7 @@ enum accel_err comm__nccl_copy(void *dst, const void *src, size_t bytes, struct 
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(0);
     if (e != cudaSuccess)
-        return accel_error_set(err, ACCEL_EIO, "cudaMemcpy of %zu bytes: %s", bytes,
+        return accel_error_set(err, ACCEL_EIO, "nccl: couldn't copy %zu bytes: %s", bytes,
                                cudaGetErrorString(e));
     return ACCEL_OK;
 }
@@ -83,7 +84,7 @@ enum accel_err comm__nccl_fill(void *p, int byte, size_t bytes, struct accel_err
     if (e == cudaSuccess)
         e = cudaStreamSynchronize(0);
     if (e != cudaSuccess)
-        return accel_error_set(err, ACCEL_EIO, "cudaMemset of %zu bytes: %s", bytes,
-                               cudaGetErrorString(e));
+        return accel_error_set(err, ACCEL_EIO, "nccl: couldn't fill %zu bytes of device memory: %s",
+                               bytes, cudaGetErrorString(e));
     return ACCEL_OK;
 }

@@ -7,7 +7,7 @@
 #include "accel/comm.h"
 #include "accel/getenv.h"
 
-#define WHO "split_nodes"
+#define WHO "node split" /* the context of its messages */
 #define LAYOUT_MAX (1u << 24)
 
 enum accel_err accel_comm_split_nodes(struct accel_comm *c, struct accel_comm **node,
@@ -17,7 +17,7 @@ enum accel_err accel_comm_split_nodes(struct accel_comm *c, struct accel_comm **
     enum accel_err rc;
 
     if (c == NULL || node == NULL || rail == NULL)
-        return accel_error_set(err, ACCEL_EINVAL, "split_nodes: NULL argument");
+        return accel_error_set(err, ACCEL_EINVAL, WHO ": NULL argument");
     *node = *rail = NULL;
     if ((rc = accel_getenv_uint(WHO, "LOCAL_RANK", 0, LAYOUT_MAX, &local, err)) != ACCEL_OK ||
         (rc = accel_getenv_uint(WHO, "LOCAL_WORLD_SIZE", 0, LAYOUT_MAX, &lws, err)) != ACCEL_OK ||
@@ -25,8 +25,8 @@ enum accel_err accel_comm_split_nodes(struct accel_comm *c, struct accel_comm **
         return rc;
     if (local >= lws || local > rank || rank != accel_comm_rank(c))
         return accel_error_set(err, ACCEL_ELAYOUT,
-                               "split_nodes: RANK=%u, LOCAL_RANK=%u, LOCAL_WORLD_SIZE=%u do not "
-                               "fit communicator rank %u of %u",
+                               WHO ": RANK=%u, LOCAL_RANK=%u, LOCAL_WORLD_SIZE=%u do not fit "
+                                   "communicator rank %u of %u",
                                rank, local, lws, accel_comm_rank(c), accel_comm_size(c));
     /* A node is named by its first rank (ranks are contiguous per node; the
      * simple launcher exports no GROUP_RANK); rails are ranked in node order,
@@ -44,8 +44,8 @@ enum accel_err accel_comm_split_nodes(struct accel_comm *c, struct accel_comm **
     /* contiguous per node: local rank L of this node is RANK - L + L' */
     if (accel_comm_size(*node) != lws || accel_comm_rank(*node) != local) {
         rc = accel_error_set(err, ACCEL_ELAYOUT,
-                             "split_nodes: the node of rank %u has %u ranks, LOCAL_WORLD_SIZE says "
-                             "%u: ranks are not contiguous per node",
+                             WHO ": the node of rank %u has %u ranks, LOCAL_WORLD_SIZE says %u: "
+                                 "ranks are not contiguous per node",
                              rank, accel_comm_size(*node), lws);
         accel_comm_free(*node);
         accel_comm_free(*rail);

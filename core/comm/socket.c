@@ -33,7 +33,7 @@ enum accel_err comm__sock_fail(struct accel_comm *c, struct accel_error *err, co
     struct sock *s = c->impl;
     struct accel_error serr; /* the store's own problems are not the caller's error */
     char local[512], rec[640], key[160];
-    const char *text = local;
+    const char *msg = local; /* the first failure's, where one was kept */
     void *val = NULL;
     size_t len = 0;
     int64_t k = 0;
@@ -50,7 +50,7 @@ enum accel_err comm__sock_fail(struct accel_comm *c, struct accel_error *err, co
             int n = snprintf(rec, sizeof(rec), "%d|%s (seen first by rank %u)", (int)code, local,
                              c->rank);
             if (n > 0 && accel_store_set(c->store, key, rec, strlen(rec), &serr) == ACCEL_OK)
-                text = strchr(rec, '|') + 1;
+                msg = strchr(rec, '|') + 1;
         } else if (accel_store_get(c->store, key, &val, &len, &serr) == ACCEL_OK) {
             char *bar = memchr(val, '|', len);
             if (bar != NULL) {
@@ -58,14 +58,14 @@ enum accel_err comm__sock_fail(struct accel_comm *c, struct accel_error *err, co
                 if (first > 0 && first < ACCEL_ERR__LAST)
                     code = (enum accel_err)first;
                 snprintf(rec, sizeof(rec), "%s", bar + 1);
-                text = rec;
+                msg = rec;
             }
             accel_free(val);
         }
     }
     if (s != NULL)
         comm__sock_close(s);
-    return accel_error_set(err, code, "rank %u of %u: %s: %s", c->rank, c->size, what, text);
+    return accel_error_set(err, code, "rank %u of %u: %s: %s", c->rank, c->size, what, msg);
 }
 
 #define HDR_MAGIC 0x41435231u /* "ACR1" */

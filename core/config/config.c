@@ -53,13 +53,14 @@ enum accel_err accel_version_parse(const char *text, unsigned *out, struct accel
     if (v < ACCEL_VERSION_OLDEST ||
         v > ACCEL_VERSION(ACCEL_VERSION_NEWEST / 10000u, ACCEL_VERSION_NEWEST / 100u % 100u, 99))
         return accel_error_set(err, ACCEL_EUNSUPPORTED,
-                               "accelerate %s is outside the versions accelrun knows (%s to %s)",
+                               "accelerate %s: outside the versions accelrun knows (%s to %s)",
                                text, lo, hi);
     *out = v;
     return ACCEL_OK;
 bad:
     return accel_error_set(err, ACCEL_EINVAL,
-                           "'%s' is not an accelerate version; write e.g. 1.13 or 1.13.0 or latest",
+                           "accelerate version '%s': not a version number; write e.g. 1.13 or "
+                           "1.13.0 or latest",
                            text);
 }
 
@@ -225,7 +226,7 @@ static enum accel_err load_doc(struct accel_cfg *cfg, struct accel_doc *doc,
     rc = config__resolve(cfg);
 out:
     if (rc == ACCEL_ENOMEM) {
-        accel_error_set(err, ACCEL_ENOMEM, "out of memory loading %s", doc->file);
+        accel_error_set(err, ACCEL_ENOMEM, "%s: out of memory loading the config", doc->file);
         diags->oom = 1;
     } else if (rc != ACCEL_OK) {
         accel_diags_first_error(diags, rc, err);

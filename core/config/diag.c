@@ -138,7 +138,7 @@ enum accel_err accel_diags_first_error(const struct accel_diags *d, enum accel_e
         return code;
     }
     if (d->errors > 0 || d->oom)
-        return accel_error_set(err, d->oom ? ACCEL_ENOMEM : code, "%zu error(s) in the config",
+        return accel_error_set(err, d->oom ? ACCEL_ENOMEM : code, "config: %zu error(s)",
                                d->errors);
     return ACCEL_OK;
 }

@@ -53,7 +53,8 @@ static enum accel_err next_event(struct loader *ld, yaml_event_t *ev)
     if (yaml_parser_parse(&ld->parser, ev))
         return ACCEL_OK;
     if (ld->parser.error == YAML_MEMORY_ERROR)
-        return accel_error_set(ld->err, ACCEL_ENOMEM, "out of memory parsing %s", ld->file);
+        return accel_error_set(ld->err, ACCEL_ENOMEM, "%s: out of memory parsing the YAML",
+                               ld->file);
     {
         char msg[512];
         snprintf(msg, sizeof(msg), "%s%s%s",
@@ -514,7 +515,8 @@ static enum accel_err check_tabs(struct loader *ld, const char *data, size_t len
     if (len >= 3 && memcmp(data, "\xef\xbb\xbf", 3) == 0)
         w.p += 3;
     if (!yaml_parser_initialize(&scanner))
-        return accel_error_set(ld->err, ACCEL_ENOMEM, "out of memory parsing %s", ld->file);
+        return accel_error_set(ld->err, ACCEL_ENOMEM, "%s: out of memory parsing the YAML",
+                               ld->file);
     yaml_parser_set_input_string(&scanner, (const unsigned char *)data, len);
     while (ok) {
         yaml_token_t tok;
@@ -523,7 +525,8 @@ static enum accel_err check_tabs(struct loader *ld, const char *data, size_t len
             /* The event parser read this input whole, so only memory can
              * fail here; say what libyaml said if it is something else. */
             if (scanner.error == YAML_MEMORY_ERROR)
-                rc = accel_error_set(ld->err, ACCEL_ENOMEM, "out of memory parsing %s", ld->file);
+                rc = accel_error_set(ld->err, ACCEL_ENOMEM, "%s: out of memory parsing the YAML",
+                                     ld->file);
             else
                 rc = located(ld, ACCEL_EPARSE, scanner.problem_mark, NULL, "YAML syntax error: %s",
                              scanner.problem ? scanner.problem : "syntax error");
@@ -559,27 +562,27 @@ enum accel_err accel_doc_parse(struct accel_doc *doc, const char *file, const ch
 
     memset(doc, 0, sizeof(*doc));
     if (data == NULL && len != 0)
-        return accel_error_set(err, ACCEL_EINVAL, "no data for %s", file);
+        return accel_error_set(err, ACCEL_EINVAL, "%s: no data", file);
     if (data == NULL)
         data = ""; /* libyaml asserts on a NULL input, even an empty one */
     if (len > ACCEL_MAX_CONFIG_BYTES) {
         accel_error_at(err, file, 0, 0, NULL);
-        return accel_error_set(err, ACCEL_ETOOBIG, "%s is %zu bytes; the limit is %u bytes", file,
+        return accel_error_set(err, ACCEL_ETOOBIG, "%s: %zu bytes; the limit is %u bytes", file,
                                len, ACCEL_MAX_CONFIG_BYTES);
     }
     if (len >= 2 && (memcmp(data, "\xff\xfe", 2) == 0 || memcmp(data, "\xfe\xff", 2) == 0)) {
         /* libyaml would decode UTF-16; accelerate opens the file as UTF-8 and
          * fails on the byte order mark. */
         accel_error_at(err, file, 1, 1, NULL);
-        return accel_error_set(err, ACCEL_EPARSE, "%s is UTF-16; save it as UTF-8", file);
+        return accel_error_set(err, ACCEL_EPARSE, "%s: UTF-16; save it as UTF-8", file);
     }
     doc->file = accel_strdup(file);
     if (doc->file == NULL)
-        return accel_error_set(err, ACCEL_ENOMEM, "out of memory");
+        return accel_error_set(err, ACCEL_ENOMEM, "%s: out of memory parsing the YAML", file);
     memset(&ld, 0, sizeof(ld));
     if (!yaml_parser_initialize(&ld.parser)) {
         accel_doc_free(doc);
-        return accel_error_set(err, ACCEL_ENOMEM, "out of memory");
+        return accel_error_set(err, ACCEL_ENOMEM, "%s: out of memory parsing the YAML", file);
     }
     ld.file = doc->file;
     ld.err = err;
@@ -618,7 +621,7 @@ out:
     yaml_parser_delete(&ld.parser);
     if (rc != ACCEL_OK) {
         if (rc == ACCEL_ENOMEM)
-            accel_error_set(err, ACCEL_ENOMEM, "out of memory parsing %s", file);
+            accel_error_set(err, ACCEL_ENOMEM, "%s: out of memory parsing the YAML", file);
         accel_doc_free(doc);
     }
     return rc;

@@ -201,7 +201,7 @@ static enum accel_err read_site(struct accel_site *site, unsigned version, struc
     }
     if (d->oom) {
         accel_site_free(site);
-        return accel_error_set(err, ACCEL_ENOMEM, "out of memory reading the site file");
+        return accel_error_set(err, ACCEL_ENOMEM, "site file: out of memory reading it");
     }
     if (d->errors == before)
         return ACCEL_OK;

@@ -18,14 +18,14 @@ static enum accel_err make_world(const struct accel_cfg *cfg, const struct accel
     memset(w, 0, sizeof(*w));
     if (lay->nnodes == 0 || lay->nproc_per_node == 0)
         return accel_error_set(err, ACCEL_ELAYOUT,
-                               "the layout needs at least one node and one "
-                               "process per node");
+                               "layout: needs at least one node and one process per node");
     if (lay->node_rank >= lay->nnodes)
-        return accel_error_set(err, ACCEL_ELAYOUT, "node rank %u is not below the node count %u",
+        return accel_error_set(err, ACCEL_ELAYOUT,
+                               "layout: node rank %u is not below the node count %u",
                                lay->node_rank, lay->nnodes);
     if (!node_level && (unsigned)lay->local_rank >= lay->nproc_per_node)
         return accel_error_set(err, ACCEL_ELAYOUT,
-                               "local rank %d is not below the processes per node (%u)",
+                               "layout: local rank %d is not below the processes per node (%u)",
                                lay->local_rank, lay->nproc_per_node);
     w->nnodes = lay->nnodes;
     w->node_rank = lay->node_rank;
@@ -37,18 +37,19 @@ static enum accel_err make_world(const struct accel_cfg *cfg, const struct accel
                   ? lay->global_rank
                   : (long)lay->node_rank * lay->nproc_per_node + lay->local_rank;
     if (w->rank >= (long)w->world_size)
-        return accel_error_set(err, ACCEL_ELAYOUT, "world size %u leaves no room for rank %ld",
-                               w->world_size, w->rank);
+        return accel_error_set(err, ACCEL_ELAYOUT,
+                               "layout: world size %u leaves no room for rank %ld", w->world_size,
+                               w->rank);
     if (!job_wins && cfg->num_processes > 0 && (unsigned long)cfg->num_processes != w->world_size)
         return accel_error_set(err, ACCEL_ELAYOUT,
-                               "the config says num_processes: %ld, the job has %u process%s; "
-                               "make them equal or leave num_processes out",
+                               "layout: the config says num_processes: %ld, the job has %u "
+                               "process%s; make them equal or leave num_processes out",
                                cfg->num_processes, w->world_size, w->world_size == 1 ? "" : "es");
     if (!job_wins && accel_map_find(&cfg->tree, "num_machines") != NULL &&
         (unsigned long)cfg->num_machines != w->nnodes)
         return accel_error_set(
             err, ACCEL_ELAYOUT,
-            "the config says num_machines: %ld, the job has %u node%s; make them "
+            "layout: the config says num_machines: %ld, the job has %u node%s; make them "
             "equal or leave num_machines out",
             cfg->num_machines, w->nnodes, w->nnodes == 1 ? "" : "s");
     w->master_addr =
@@ -62,8 +63,9 @@ static enum accel_err make_world(const struct accel_cfg *cfg, const struct accel
         w->master_port = (unsigned)cfg->main_process_port;
     else if (cfg->main_process_port == 0)
         return accel_error_set(err, ACCEL_ELAYOUT,
-                               "main_process_port: 0 asks the launcher to pick a free port; give "
-                               "the port (--master-port) for a reproducible environment");
+                               "layout: main_process_port: 0 asks the launcher to pick a free "
+                               "port; give the port (--master-port) for a reproducible "
+                               "environment");
     else
         w->master_port = ACCEL_DEFAULT_PORT;
     /* accelerate: OMP_NUM_THREADS is 1 unless a CPU job can give each
@@ -172,11 +174,10 @@ enum accel_err accel_env_build(const struct accel_cfg *cfg, const struct accel_l
     out->v = NULL;
     out->n = 0;
     if (cfg->launcher == ACCEL_LAUNCH_NONE)
-        return accel_error_set(
-            err, ACCEL_EUNSUPPORTED,
-            "%s configs are not launched by accelrun (accelerate hands them to %s)",
-            cfg->sagemaker ? "SageMaker" : cfg->dist_name,
-            cfg->sagemaker ? "AWS SageMaker" : "torch_xla");
+        return accel_error_set(err, ACCEL_EUNSUPPORTED,
+                               "%s config: not launched by accelrun (accelerate hands it to %s)",
+                               cfg->sagemaker ? "SageMaker" : cfg->dist_name,
+                               cfg->sagemaker ? "AWS SageMaker" : "torch_xla");
     rc = make_world(cfg, lay, opts != NULL && opts->job_wins, &w, err);
     if (rc != ACCEL_OK)
         return rc;
@@ -192,7 +193,7 @@ enum accel_err accel_env_build(const struct accel_cfg *cfg, const struct accel_l
     env__list_sort(&l);
     if (l.rc != ACCEL_OK) {
         accel_env_free(out);
-        return accel_error_set(err, l.rc, "couldn't build the environment: %s",
+        return accel_error_set(err, l.rc, "environment: couldn't build it: %s",
                                accel_strerror(l.rc));
     }
     return ACCEL_OK;

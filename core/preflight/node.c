@@ -330,14 +330,15 @@ static void start_python(struct pf__proc *proc, const char *py, const struct acc
 enum accel_err accel_pf_opts_check(const struct accel_pf_opts *o, struct accel_error *err)
 {
     if (!o->config || !o->config[0])
-        return accel_error_set(err, ACCEL_EINVAL, "no config to check");
+        return accel_error_set(err, ACCEL_EINVAL, "preflight: no config to check");
     if (o->nimports > ACCEL_PF_MAX_IMPORTS)
-        return accel_error_set(err, ACCEL_EINVAL, "more than %d modules to import",
+        return accel_error_set(err, ACCEL_EINVAL, "preflight: more than %d modules to import",
                                ACCEL_PF_MAX_IMPORTS);
     for (size_t i = 0; i < o->nimports; i++)
         if (!module_name(o->imports[i]))
             return accel_error_set(err, ACCEL_EINVAL,
-                                   "'%s' is not a Python module name (letters, digits, _ and dots)",
+                                   "preflight: '%s' is not a Python module name (letters, "
+                                   "digits, _ and dots)",
                                    o->imports[i]);
     return ACCEL_OK;
 }

@@ -231,7 +231,8 @@ enum accel_err accel_pf_record(const char *dir, const char *config, const char *
         for (size_t i = 0; i < n; i++)
             accel_pf_add_row(&nodes[i], "drift", ACCEL_PF_WARN, "not recorded: job '%.64s'", job);
         return accel_error_set(err, ACCEL_EINVAL,
-                               "preflight: job '%s' cannot name a record (letters, digits, . _ -)",
+                               "preflight: couldn't name a record after job '%s' (letters, "
+                               "digits, . _ -)",
                                job);
     }
     if (!realpath(config, abs))
@@ -272,7 +273,7 @@ enum accel_err accel_pf_record(const char *dir, const char *config, const char *
     accel_free(recs);
     text = record_json(abs, job, nodes, n);
     if (!text)
-        return accel_error_set(err, ACCEL_ENOMEM, "out of memory");
+        return accel_error_set(err, ACCEL_ENOMEM, "preflight: out of memory writing the record");
     if (snprintf(path, sizeof(path), "%s/%s", sub, mine) >= (int)sizeof(path)) {
         free(text);
         return accel_error_set(err, ACCEL_EINVAL, "preflight: record path too long in %s", sub);

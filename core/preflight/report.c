@@ -227,7 +227,7 @@ enum accel_err accel_pf_node_from_json(struct accel_pf_node *node, const char *t
         !pf__versions_from_json(&node->v, cJSON_GetObjectItemCaseSensitive(o, "versions")) ||
         !cJSON_IsArray(checks)) {
         cJSON_Delete(o);
-        return accel_error_set(err, ACCEL_EPARSE, "not a preflight node report");
+        return accel_error_set(err, ACCEL_EPARSE, "preflight: the node's report is malformed");
     }
     cJSON_ArrayForEach(r, checks)
     {

@@ -462,7 +462,7 @@ static enum accel_err load_all(struct accel_shard *s, struct accel_ckpt *c, stru
     if (strcmp(opt, optimizer_name(s)) != 0)
         return accel_error_set(err, ACCEL_EINVAL,
                                "shard: load: %s holds %s state; this run uses %s (the optimizer "
-                               "state cannot carry over)",
+                               "state doesn't carry over)",
                                accel_ckpt_dir(c), opt, optimizer_name(s));
     nsteps = strtoul(steps, &end, 10);
     if (*steps < '0' || *steps > '9' || *end)
@@ -512,8 +512,7 @@ enum accel_err accel_shard_load(struct accel_shard *s, struct accel_ckpt *c,
     for (unsigned r = 0; !all && r < s->world; r++)
         if (shard__exchanged(s, r) != 0)
             return accel_error_set(err, ACCEL_EPEER,
-                                   "shard: load: rank %u of %u could not load %s (its log says "
-                                   "why)",
+                                   "shard: load: rank %u of %u couldn't load %s (its log says why)",
                                    r, s->world, c ? accel_ckpt_dir(c) : "the checkpoint");
     return ACCEL_OK;
 }

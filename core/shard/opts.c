@@ -97,8 +97,8 @@ static enum accel_err env_get(const char *name, const char **out, struct accel_e
     if (v == NULL)
         return ACCEL_OK;
     if (strlen(v) > VALUE_MAX) {
-        accel_error_set(err, ACCEL_ETOOBIG, "%s: the value is %zu bytes; the limit is %d", name,
-                        strlen(v), VALUE_MAX);
+        accel_error_set(err, ACCEL_ETOOBIG, "shard: %s: the value is %zu bytes; the limit is %d",
+                        name, strlen(v), VALUE_MAX);
         accel_error_at(err, NULL, 0, 0, name);
         return ACCEL_ETOOBIG;
     }
@@ -109,7 +109,7 @@ static enum accel_err env_get(const char *name, const char **out, struct accel_e
 static enum accel_err bad(struct accel_error *err, enum accel_err code, const char *name,
                           const char *value, const char *why)
 {
-    accel_error_set(err, code, "%s=%s: %s", name, value, why);
+    accel_error_set(err, code, "shard: %s=%s: %s", name, value, why);
     accel_error_at(err, NULL, 0, 0, name);
     return code;
 }

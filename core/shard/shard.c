@@ -275,7 +275,10 @@ enum accel_err accel_shard_set_full(struct accel_shard *s, size_t u, const float
     enum accel_err rc;
 
     if (u >= s->nunits || full == NULL)
-        return accel_error_set(err, ACCEL_EINVAL, "shard: set_full: no unit %zu or no values", u);
+        return accel_error_set(err, ACCEL_EINVAL,
+                               "shard: couldn't set the values of unit %zu: no such unit, or no "
+                               "values",
+                               u);
     d = &s->units[u];
     d->gathered = false; /* a held copy no longer matches */
     shard__fence(s);     /* a save in flight may still be copying the master */
@@ -312,7 +315,8 @@ enum accel_err accel_shard_set_compute_stream(struct accel_shard *s, void *strea
                                               struct accel_error *err)
 {
     if (s == NULL)
-        return accel_error_set(err, ACCEL_EINVAL, "shard: set_compute_stream: no shard");
+        return accel_error_set(err, ACCEL_EINVAL,
+                               "shard: couldn't set the compute stream: no shard");
     return s->mem->set_compute(s->ctx, stream, err);
 }
 

@@ -698,7 +698,7 @@ TEST(unique_id_failure_reaches_the_others)
     fake.uid_result = ncclSystemError;
     store_up(0, 2);
     ASSERT_INT_EQ(comm__nccl_exchange_id(st, "u/", 0, 2, id, &err), ACCEL_EIO);
-    ASSERT_CONTAINS(err.msg, "ncclGetUniqueId: ncclSystemError");
+    ASSERT_CONTAINS(err.msg, "couldn't make the unique id: ncclSystemError");
     o.port = accel_store_server_port(srv);
     o.nonce = accel_store_nonce("nccl_fake", "0");
     o.rank = 1;
@@ -706,7 +706,7 @@ TEST(unique_id_failure_reaches_the_others)
     ASSERT_OK(accel_store_connect(&s1, &o, &err));
     ASSERT_INT_EQ(comm__nccl_exchange_id(s1, "u/", 1, 2, id, &err), ACCEL_EPEER);
     test_note("%s", err.msg);
-    ASSERT_CONTAINS(err.msg, "rank 0 failed: nccl: ncclGetUniqueId: ncclSystemError");
+    ASSERT_CONTAINS(err.msg, "rank 0 failed: nccl: couldn't make the unique id: ncclSystemError");
     accel_store_close(s1);
 }
 

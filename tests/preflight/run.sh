@@ -126,7 +126,7 @@ EOF
         bad "the job's lock" "$(ls -R "$rec")"
     fi
     run dbad "$cfg/cpu2.yaml" --python "$py115" --record-dir "$rec" --job '../x'
-    grep -q "cannot name a record" "$tmp/dbad.out" && [ ! -e "$rec/x.json" ] &&
+    grep -q "couldn't name a record" "$tmp/dbad.out" && [ ! -e "$rec/x.json" ] &&
         ok "a job id with a path in it names no record" || bad "job id ../x" "$(cat "$tmp/dbad.out")"
 fi
 

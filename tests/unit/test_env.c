@@ -1373,7 +1373,7 @@ TEST(unsupported_and_caps)
     cfg_load(&cfg, "distributed_type: XLA\n");
     ASSERT_INT_EQ(accel_env_build(&cfg, &lay, NULL, &env, &err), ACCEL_EUNSUPPORTED);
     ASSERT_INT_EQ(err.code, ACCEL_EUNSUPPORTED);
-    ASSERT_CONTAINS(err.msg, "XLA configs are not launched by accelrun");
+    ASSERT_CONTAINS(err.msg, "XLA config: not launched by accelrun");
     ASSERT_CONTAINS(err.msg, "torch_xla");
     ASSERT(env.v == NULL && env.n == 0);
     accel_cfg_free(&cfg);
@@ -1381,7 +1381,7 @@ TEST(unsupported_and_caps)
     cfg_load(&cfg, "compute_environment: AMAZON_SAGEMAKER\ndistributed_type: DATA_PARALLEL\n"
                    "ec2_instance_type: ml.p3.2xlarge\niam_role_name: r\n");
     ASSERT_INT_EQ(accel_env_build(&cfg, &lay, NULL, &env, &err), ACCEL_EUNSUPPORTED);
-    ASSERT_CONTAINS(err.msg, "SageMaker configs are not launched by accelrun");
+    ASSERT_CONTAINS(err.msg, "SageMaker config: not launched by accelrun");
     ASSERT(env.v == NULL && env.n == 0);
     accel_cfg_free(&cfg);
 

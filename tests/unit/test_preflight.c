@@ -273,7 +273,7 @@ TEST(record_and_drift_per_node)
     ASSERT_CONTAINS(r->reason, "accelerate 1.15.0 → 1.16.0 on n1 since job 101");
     /* a job id that is a path names nothing */
     ASSERT_ERR(accel_pf_record(dir, cfg, "../evil", nodes, 1, &err), &err, ACCEL_EINVAL,
-               "cannot name a record");
+               "couldn't name a record");
     ASSERT_INT_EQ(test_count_entries(dir), 2); /* x.yaml and the config's folder */
     /* a folder others may write to is not this user's record: refused */
     {
@@ -318,8 +318,9 @@ TEST(node_json_both_ways)
     ASSERT_INT_EQ(b.v.gpu[0].cc_major, 9);
     ASSERT_INT_EQ(accel_pf_worst(&b, 1), ACCEL_PF_FAIL);
     ASSERT_ERR(accel_pf_node_from_json(&b, "{\"host\": \"a b\"}", 15, &err), &err, ACCEL_EPARSE,
-               "not a preflight node report");
-    ASSERT_ERR(accel_pf_node_from_json(&b, "[]", 2, &err), &err, ACCEL_EPARSE, "not a preflight");
+               "preflight: the node's report is malformed");
+    ASSERT_ERR(accel_pf_node_from_json(&b, "[]", 2, &err), &err, ACCEL_EPARSE,
+               "report is malformed");
 }
 
 TEST(rows_past_the_cap_are_dropped)

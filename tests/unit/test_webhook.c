@@ -894,7 +894,8 @@ TEST(layout_denials)
                   NULL);
     run(pod, NULL, &resp);
     ASSERT(!resp.allowed);
-    ASSERT_CONTAINS(resp.message, "annotation accelrun.io/config: error: main_process_port: 0");
+    ASSERT_CONTAINS(resp.message,
+                    "annotation accelrun.io/config: error: layout: main_process_port: 0");
     wh_response_free(&resp);
     cJSON_Delete(pod);
 }
