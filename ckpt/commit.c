@@ -209,7 +209,8 @@ enum accel_err ckpt__commit(const struct accel_ckpt_save_opts *o, const char *di
 
     /* the rank files' renames, and the step's own entry in the root */
     if (accel_fsync_dir(dir) != 0 || accel_fsync_dir(o->root) != 0)
-        return accel_error_sys(err, ACCEL_EIO, "couldn't fsync %s or its root", dir);
+        return accel_error_sys(err, ACCEL_EIO, "checkpoint commit: couldn't fsync %s or its root",
+                               dir);
     c = ckpt__new(dir, o->step, o->world, err);
     if (!c)
         return ACCEL_ENOMEM;
@@ -253,7 +254,7 @@ enum accel_err ckpt__commit(const struct accel_ckpt_save_opts *o, const char *di
         goto out;
     }
     if (!ckpt__path(path, sizeof path, dir, CK_MANIFEST)) {
-        rc = accel_error_set(err, ACCEL_EINVAL, "path too long: %s", dir);
+        rc = accel_error_set(err, ACCEL_EINVAL, "checkpoint commit: path too long: %s", dir);
         goto out;
     }
     rc = accel_write_durable(path, json, strlen(json), 0666, err);

@@ -297,11 +297,11 @@ static enum accel_err finish_files(const char *out, size_t nshards, bool promote
     for (size_t i = 0; output_name(name, sizeof name, i, nshards); i++) { /* the index last */
         partial_name(part, sizeof part, name);
         if (!ckpt__path(from, sizeof from, out, part) || !ckpt__path(to, sizeof to, out, name))
-            return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", out);
+            return accel_error_set(err, ACCEL_EINVAL, "consolidate: path too long: %s", out);
         if (!promote)
             unlink(from);
         else if (rc == ACCEL_OK && rename(from, to) != 0)
-            rc = accel_error_sys(err, ACCEL_EIO, "couldn't rename %s to %s", from, to);
+            rc = accel_error_sys(err, ACCEL_EIO, "consolidate: couldn't rename %s to %s", from, to);
     }
     return rc;
 }
@@ -345,8 +345,8 @@ enum accel_err accel_ckpt_consolidate(struct accel_ckpt *c, const char *out,
         start[s] = start[s - 1];
     start[0] = 0;
     if (mkdir(out, 0777) != 0 && errno != EEXIST) {
-        rc = accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO, "couldn't create %s",
-                             out);
+        rc = accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO,
+                             "consolidate: couldn't create %s", out);
         goto out;
     }
     for (size_t s = 0; rc == ACCEL_OK && s < nshards; s++) {
@@ -366,7 +366,7 @@ enum accel_err accel_ckpt_consolidate(struct accel_ckpt *c, const char *out,
     remove_stale(out, nshards);
     rc = finish_files(out, nshards, true, err);
     if (rc == ACCEL_OK && accel_fsync_dir(out) != 0)
-        rc = accel_error_sys(err, ACCEL_EIO, "couldn't fsync %s", out);
+        rc = accel_error_sys(err, ACCEL_EIO, "consolidate: couldn't fsync %s", out);
 out:
     accel_free(buf);
     accel_free(model);

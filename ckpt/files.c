@@ -46,18 +46,18 @@ enum accel_err ckpt__remove_dir(const char *root, const char *name, struct accel
     struct stat st;
 
     if (rfd < 0)
-        return accel_error_sys(err, ACCEL_EIO, "couldn't open %s", root);
+        return accel_error_sys(err, ACCEL_EIO, "%s: couldn't open", root);
     /* the entry itself, by its descriptor from here on: a link (or a
      * directory swapped in after the listing) is never followed, and what
      * is emptied is what was checked */
     if (!(d = ckpt__opendir_nofollow(rfd, name))) {
-        rc = accel_error_sys(err, ACCEL_EIO, "couldn't open %s/%s%s", root, name,
+        rc = accel_error_sys(err, ACCEL_EIO, "%s/%s: couldn't open%s", root, name,
                              errno == ELOOP || errno == ENOTDIR ? " (not a directory: left alone)"
                                                                 : "");
         goto out;
     }
     if (fstat(dirfd(d), &st) != 0) {
-        rc = accel_error_sys(err, ACCEL_EIO, "couldn't stat %s/%s", root, name);
+        rc = accel_error_sys(err, ACCEL_EIO, "%s/%s: couldn't stat", root, name);
         goto out;
     }
     if (st.st_uid != geteuid()) {
@@ -70,7 +70,8 @@ enum accel_err ckpt__remove_dir(const char *root, const char *name, struct accel
      * attempt (which the next clean-up finishes), never a checkpoint with
      * files missing */
     if ((unlinkat(dirfd(d), CK_MANIFEST, 0) != 0 && errno != ENOENT) || fsync(dirfd(d)) != 0) {
-        rc = accel_error_sys(err, ACCEL_EIO, "couldn't remove %s/%s/%s", root, name, CK_MANIFEST);
+        rc = accel_error_sys(err, ACCEL_EIO, "%s/%s: couldn't remove its %s", root, name,
+                             CK_MANIFEST);
         goto out;
     }
     while ((e = readdir(d)) != NULL)
@@ -81,9 +82,9 @@ enum accel_err ckpt__remove_dir(const char *root, const char *name, struct accel
             saved = errno;
     if (saved) {
         errno = saved;
-        rc = accel_error_sys(err, ACCEL_EIO, "couldn't empty %s/%s", root, name);
+        rc = accel_error_sys(err, ACCEL_EIO, "%s/%s: couldn't empty", root, name);
     } else if (unlinkat(rfd, name, AT_REMOVEDIR) != 0)
-        rc = accel_error_sys(err, ACCEL_EIO, "couldn't remove %s/%s", root, name);
+        rc = accel_error_sys(err, ACCEL_EIO, "%s/%s: couldn't remove", root, name);
 out:
     if (d)
         closedir(d);
@@ -143,11 +144,11 @@ static enum accel_err open_checked(struct accel_ckpt *c, uint32_t f, struct acce
             ckpt__close_file(c, f);
     }
     if (!file->local && !ckpt__path(path, sizeof path, c->dir, file->name))
-        return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", c->dir);
+        return accel_error_set(err, ACCEL_EINVAL, "%s: path too long", c->dir);
     if (!file->local && open_file(c, f, path) < 0)
-        return accel_error_sys(err, ACCEL_EIO, "couldn't open %s (the manifest lists it)", path);
+        return accel_error_sys(err, ACCEL_EIO, "%s: couldn't open (the manifest lists it)", path);
     if (fstat(file->fd, &st) != 0)
-        return accel_error_sys(err, ACCEL_EIO, "couldn't stat %s", path);
+        return accel_error_sys(err, ACCEL_EIO, "%s: couldn't stat", path);
     if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != file->bytes)
         return accel_error_set(
             err, ACCEL_EIO, "%s: %lld bytes, the manifest says %" PRIu64 " (truncated or replaced)",
@@ -246,13 +247,15 @@ static enum accel_err pread_checked(struct accel_ckpt *c, uint32_t f, void *dst,
     size_t want = len > CK_CHUNK ? CK_CHUNK : (size_t)len;
 
     if (!h)
-        return accel_error_set(err, ACCEL_ENOMEM, "out of memory");
+        return accel_error_set(err, ACCEL_ENOMEM, "%s/%s: out of memory reading it", c->dir,
+                               c->f[f].name);
     XXH3_64bits_reset(h);
     if (!dst && c->scratch_len < want) {
         void *s = accel_realloc(c->scratch, want);
         if (!s) {
             XXH3_freeState(h);
-            return accel_error_set(err, ACCEL_ENOMEM, "out of memory");
+            return accel_error_set(err, ACCEL_ENOMEM, "%s/%s: out of memory reading it", c->dir,
+                                   c->f[f].name);
         }
         c->scratch = s;
         c->scratch_len = want;
@@ -266,7 +269,7 @@ static enum accel_err pread_checked(struct accel_ckpt *c, uint32_t f, void *dst,
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            rc = accel_error_sys(err, ACCEL_EIO, "couldn't read %s/%s", c->dir, c->f[f].name);
+            rc = accel_error_sys(err, ACCEL_EIO, "%s/%s: couldn't read", c->dir, c->f[f].name);
         else if (n == 0)
             rc = accel_error_set(err, ACCEL_EIO, "%s/%s: unexpected end of file", c->dir,
                                  c->f[f].name);

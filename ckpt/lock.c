@@ -44,11 +44,11 @@ enum accel_err ckpt__lock_take(const char *root, const char *owner, int *fd_out,
 
     *fd_out = -1;
     if (!ckpt__path(path, sizeof path, root, CK_LOCK))
-        return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", root);
+        return accel_error_set(err, ACCEL_EINVAL, "checkpoint root %s: path too long", root);
     fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0)
         return accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO,
-                               "couldn't open the checkpoint root's lock %s", path);
+                               "checkpoint root %s: couldn't open its lock %s", root, CK_LOCK);
     while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         if (errno == EINTR)
             continue;
@@ -56,13 +56,14 @@ enum accel_err ckpt__lock_take(const char *root, const char *owner, int *fd_out,
             read_holder(fd, was, sizeof was);
             close(fd);
             return accel_error_set(err, ACCEL_EBUSY,
-                                   "the checkpoint root %s is in use by another job (%s, holding "
-                                   "%s): one job saves into a root at a time; give this one "
-                                   "another checkpoint directory, or stop that job",
+                                   "checkpoint root %s: in use by another job (%s, holding %s): "
+                                   "one job saves into a root at a time; give this one another "
+                                   "checkpoint directory, or stop that job",
                                    root, was[0] ? was : "no holder written yet", path);
         }
         close(fd);
-        return accel_error_sys(err, ACCEL_EIO, "couldn't lock %s", path);
+        return accel_error_sys(err, ACCEL_EIO, "checkpoint root %s: couldn't take its lock %s",
+                               root, CK_LOCK);
     }
     read_holder(fd, was, sizeof was);
     if (was[0])

@@ -73,7 +73,8 @@ struct accel_ckpt *ckpt__new(const char *dir, unsigned long step, unsigned world
     return c;
 nomem:
     accel_ckpt_close(c);
-    accel_error_set(err, ACCEL_ENOMEM, "out of memory for a checkpoint of %u ranks", world);
+    accel_error_set(err, ACCEL_ENOMEM, "%s: out of memory for a checkpoint of %u ranks", dir,
+                    world);
     return NULL;
 }
 
@@ -229,7 +230,7 @@ char *ckpt__manifest_json(const struct accel_ckpt *c, struct accel_error *err)
 out:
     cJSON_Delete(root);
     if (!out)
-        accel_error_set(err, ACCEL_ENOMEM, "out of memory writing the manifest");
+        accel_error_set(err, ACCEL_ENOMEM, "%s: out of memory writing the manifest", c->dir);
     return out;
 }
 
@@ -267,7 +268,7 @@ static enum accel_err load_meta(struct accel_ckpt *c, const cJSON *m, const char
         return accel_error_set(err, ACCEL_ETOOBIG, "%s: %zu metadata entries (limit %d)", path, n,
                                ACCEL_CKPT_MAX_META);
     if (n && !(c->meta = accel_calloc(n, sizeof *c->meta)))
-        return accel_error_set(err, ACCEL_ENOMEM, "out of memory reading %s", path);
+        return accel_error_set(err, ACCEL_ENOMEM, "%s: out of memory reading it", path);
     for (const cJSON *v = m->child; v; v = v->next, i++) {
         if (!cJSON_IsString(v))
             return bad(err, path, "meta");
@@ -275,7 +276,7 @@ static enum accel_err load_meta(struct accel_ckpt *c, const cJSON *m, const char
         c->meta[i].value = accel_strdup(v->valuestring);
         c->nmeta = i + 1;
         if (!c->meta[i].key || !c->meta[i].value)
-            return accel_error_set(err, ACCEL_ENOMEM, "out of memory reading %s", path);
+            return accel_error_set(err, ACCEL_ENOMEM, "%s: out of memory reading it", path);
     }
     return ACCEL_OK;
 }
@@ -310,7 +311,7 @@ static enum accel_err load_tensor(struct accel_ckpt *c, const cJSON *e, struct c
         return accel_error_set(err, ACCEL_ETOOBIG, "%s: a tensor name of %zu bytes (limit %d)",
                                path, strlen(e->string), ACCEL_CKPT_MAX_NAME);
     if (!(t->t.name = accel_strdup(e->string)))
-        return accel_error_set(err, ACCEL_ENOMEM, "out of memory reading %s", path);
+        return accel_error_set(err, ACCEL_ENOMEM, "%s: out of memory reading it", path);
     if (!cJSON_IsString(dt) || !accel_dtype_from_st_name(dt->valuestring, &t->t.dtype))
         return accel_error_set(err, ACCEL_EPARSE,
                                "%s: tensor '%s': dtype must be F32, BF16 or "
@@ -368,7 +369,7 @@ enum accel_err ckpt__load(struct accel_ckpt **out, const char *dir, struct accel
 
     *out = NULL;
     if (!ckpt__path(path, sizeof path, dir, CK_MANIFEST))
-        return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", dir);
+        return accel_error_set(err, ACCEL_EINVAL, "%s: path too long", dir);
     rc = accel_read_file(path, ACCEL_CKPT_MAX_MANIFEST, &text, &len, err);
     if (rc != ACCEL_OK)
         return rc;
@@ -429,7 +430,7 @@ enum accel_err ckpt__load(struct accel_ckpt **out, const char *dir, struct accel
     c->t = accel_calloc(nt ? nt : 1, sizeof *c->t);
     c->p = accel_calloc(np ? np : 1, sizeof *c->p);
     if (!c->t || !c->p) {
-        rc = accel_error_set(err, ACCEL_ENOMEM, "out of memory reading %s", path);
+        rc = accel_error_set(err, ACCEL_ENOMEM, "%s: out of memory reading it", path);
         goto out;
     }
     rc = load_meta(c, cJSON_GetObjectItemCaseSensitive(root, "meta"), path, err);

@@ -75,7 +75,7 @@ static enum accel_err out_fail(struct ckpt__out *o, const char *what, int e,
 
     errno = e;
     if (e != ENOSPC && e != EDQUOT)
-        return accel_error_sys(err, ACCEL_EIO, "couldn't %s %s", what, o->tmp);
+        return accel_error_sys(err, ACCEL_EIO, "%s: couldn't %s", o->tmp, what);
     snprintf(dir, sizeof dir, "%s", o->tmp);
     if (strrchr(dir, '/'))
         *strrchr(dir, '/') = '\0';
@@ -83,10 +83,10 @@ static enum accel_err out_fail(struct ckpt__out *o, const char *what, int e,
         fs.f_bavail = 0, fs.f_frsize = 0;
     errno = e;
     return accel_error_sys(err, ACCEL_ENOSPC,
-                           "couldn't %s %s: the file system is full%s (the file is %llu bytes, "
+                           "%s: couldn't %s: the file system is full%s (the file is %llu bytes, "
                            "%llu of them not written yet; %llu bytes free in %s): free space "
                            "there, or lower keep",
-                           what, o->tmp, e == EDQUOT ? " (quota)" : "",
+                           o->tmp, what, e == EDQUOT ? " (quota)" : "",
                            (unsigned long long)o->total, left,
                            (unsigned long long)fs.f_bavail * fs.f_frsize, dir);
 }
@@ -151,7 +151,7 @@ enum accel_err ckpt__out_open(struct ckpt__out *o, const char *dir, const char *
     o->off = o->head_len; /* the data follows the space left for the head */
     o->hash = NULL;
     if (!ckpt__path(o->path, sizeof o->path, dir, name))
-        return accel_error_set(err, ACCEL_EINVAL, "path too long: %s/%s", dir, name);
+        return accel_error_set(err, ACCEL_EINVAL, "%s/%s: path too long", dir, name);
     snprintf(o->tmp, sizeof o->tmp, "%s.tmp", o->path);
     if (o->head_len % CK_DIRECT_ALIGN != 0)
         return accel_error_set(err, ACCEL_EINVAL, "%s: a head of %zu bytes is not aligned", o->tmp,
@@ -159,7 +159,7 @@ enum accel_err ckpt__out_open(struct ckpt__out *o, const char *dir, const char *
     if (o->hashing && (!(o->hash = XXH3_createState()) || XXH3_64bits_reset(o->hash) != XXH_OK)) {
         XXH3_freeState(o->hash);
         o->hash = NULL;
-        return accel_error_set(err, ACCEL_ENOMEM, "checkpoint: out of memory");
+        return accel_error_set(err, ACCEL_ENOMEM, "%s: out of memory for its checksum", o->tmp);
     }
     /* O_DIRECT where the file system takes it (not tmpfs: EINVAL) and the
      * two buffers can be had; else through the page cache */
@@ -183,7 +183,7 @@ enum accel_err ckpt__out_open(struct ckpt__out *o, const char *dir, const char *
                                e == EACCES                  ? ACCEL_EPERM
                                : e == ENOSPC || e == EDQUOT ? ACCEL_ENOSPC
                                                             : ACCEL_EIO,
-                               "couldn't create %s", o->tmp);
+                               "%s: couldn't create", o->tmp);
     }
     return ACCEL_OK;
 }
@@ -241,7 +241,7 @@ enum accel_err ckpt__out_close(struct ckpt__out *o, enum accel_err rc, uint64_t 
         rc = out_fail(o, "close", errno, err);
     o->fd = -1;
     if (rc == ACCEL_OK && rename(o->tmp, o->path) != 0)
-        rc = accel_error_sys(err, ACCEL_EIO, "couldn't rename %s to %s", o->tmp, o->path);
+        rc = accel_error_sys(err, ACCEL_EIO, "%s: couldn't rename it to %s", o->tmp, o->path);
     if (rc != ACCEL_OK)
         unlink(o->tmp);
     if (rc == ACCEL_OK && sum && o->hash)

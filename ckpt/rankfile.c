@@ -32,13 +32,13 @@ enum accel_err ckpt__read_declared(struct accel_ckpt *c, unsigned r, size_t *cap
     int fd;
 
     if (!ckpt__path(path, sizeof path, c->dir, f->name))
-        return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", c->dir);
+        return accel_error_set(err, ACCEL_EINVAL, "%s: path too long", c->dir);
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
-        return accel_error_sys(err, ACCEL_EIO, "couldn't open %s", path);
+        return accel_error_sys(err, ACCEL_EIO, "%s: couldn't open", path);
     if (fstat(fd, &st) != 0) {
         close(fd);
-        return accel_error_sys(err, ACCEL_EIO, "couldn't stat %s", path);
+        return accel_error_sys(err, ACCEL_EIO, "%s: couldn't stat", path);
     }
     f->bytes = (uint64_t)st.st_size;
     rc = ckpt__st_read(fd, f->bytes, ST_MAX_HEADER, path, &f->h, err);

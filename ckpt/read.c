@@ -119,7 +119,7 @@ enum accel_err ckpt__list(const char *root, bool load, struct accel_ckpt_entry *
     d = opendir(root);
     if (!d)
         return accel_error_sys(err, errno == ENOENT ? ACCEL_ENOTFOUND : ACCEL_EIO,
-                               "couldn't open the checkpoint root %s", root);
+                               "checkpoint root %s: couldn't open", root);
     while ((e = readdir(d)) != NULL) {
         unsigned long step;
         char dir[4096];
@@ -145,7 +145,8 @@ enum accel_err ckpt__list(const char *root, bool load, struct accel_ckpt_entry *
             size_t ncap = cap ? 2 * cap : 16;
             void *nv = ncap <= ACCEL_CKPT_MAX_STEP ? accel_realloc(v, ncap * sizeof *v) : NULL;
             if (!nv) {
-                rc = accel_error_set(err, ACCEL_ENOMEM, "out of memory listing %s", root);
+                rc = accel_error_set(err, ACCEL_ENOMEM,
+                                     "checkpoint root %s: out of memory listing it", root);
                 break;
             }
             v = nv;
@@ -217,10 +218,10 @@ enum accel_err accel_ckpt_open(struct accel_ckpt **out, const char *path, struct
     accel_free(e);
     if (n == 0)
         return accel_error_set(err, ACCEL_ENOTFOUND,
-                               "%s holds no checkpoint (no %s nor step-NNNNNNNN directory)", path,
+                               "%s: holds no checkpoint (no %s nor step-NNNNNNNN directory)", path,
                                CK_MANIFEST);
     return accel_error_set(err, ACCEL_ENOTFOUND,
-                           "%s holds no committed checkpoint: %zu attempt%s without a %s", path,
+                           "%s: holds no committed checkpoint (%zu attempt%s without a %s)", path,
                            incomplete, incomplete == 1 ? "" : "s", CK_MANIFEST);
 }
 
@@ -261,7 +262,9 @@ static enum accel_err read_range(struct accel_ckpt *c, const struct ckpt__tensor
                 void *s = accel_realloc(c->scratch, (size_t)len);
                 if (!s)
                     return accel_error_set(err, ACCEL_ENOMEM,
-                                           "out of memory for a piece of %" PRIu64 " bytes", len);
+                                           "%s: tensor '%s': out of memory for a piece of %" PRIu64
+                                           " bytes",
+                                           c->dir, t->t.name, len);
                 c->scratch = s;
                 c->scratch_len = (size_t)len;
             }

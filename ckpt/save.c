@@ -277,16 +277,17 @@ static enum accel_err check_root(const char *root, unsigned rank, struct accel_e
     struct stat st;
 
     if (stat(root, &st) != 0)
-        return accel_error_sys(err, ACCEL_EIO, "couldn't stat the checkpoint root %s", root);
+        return accel_error_sys(err, ACCEL_EIO, "checkpoint save: couldn't stat the root %s", root);
     if (!S_ISDIR(st.st_mode))
-        return accel_error_set(err, ACCEL_EINVAL, "the checkpoint root %s is not a directory",
+        return accel_error_set(err, ACCEL_EINVAL, "checkpoint save: the root %s is not a directory",
                                root);
     if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
-        return accel_error_set(err, ACCEL_EPERM,
-                               "the checkpoint root %s is writable by every user (mode %04o): "
-                               "anyone could replace its checkpoints or make the clean-up remove "
-                               "other files; run chmod o-w %s (or chmod +t for a shared one)",
-                               root, (unsigned)(st.st_mode & 07777), root);
+        return accel_error_set(
+            err, ACCEL_EPERM,
+            "checkpoint save: the root %s is writable by every user (mode %04o): anyone could "
+            "replace its checkpoints or make the clean-up remove other files; run chmod o-w %s "
+            "(or chmod +t for a shared one)",
+            root, (unsigned)(st.st_mode & 07777), root);
     if ((st.st_mode & S_IWOTH) && rank == 0)
         accel_log(ACCEL_LOG_WARN,
                   "checkpoint: the root %s is writable by every user (mode %04o): others can "
@@ -299,7 +300,7 @@ enum accel_err ckpt__root_dir(const char *root, unsigned rank, struct accel_erro
 {
     if (mkdir(root, 0777) != 0 && errno != EEXIST)
         return accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO,
-                               "couldn't create the checkpoint root %s", root);
+                               "checkpoint save: couldn't create the root %s", root);
     return check_root(root, rank, err);
 }
 
@@ -312,25 +313,26 @@ enum accel_err ckpt__step_dir(const char *root, unsigned long step, unsigned ran
 
     ckpt__step_name(name, sizeof name, step);
     if (!ckpt__path(dir, len, root, name))
-        return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", root);
+        return accel_error_set(err, ACCEL_EINVAL, "checkpoint save: path too long: %s", root);
     rc = ckpt__root_dir(root, rank, err);
     if (rc != ACCEL_OK)
         return rc;
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO, "couldn't create %s",
-                               dir);
+        return accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO,
+                               "checkpoint save: couldn't create %s", dir);
     if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return accel_error_set(err, ACCEL_EINVAL, "%s is not a directory (a link is not followed)",
+        return accel_error_set(err, ACCEL_EINVAL,
+                               "checkpoint save: %s is not a directory (a link is not followed)",
                                dir);
     if (st.st_uid != geteuid())
         return accel_error_set(err, ACCEL_EPERM,
-                               "%s belongs to uid %u, not to this process's uid %u: a step is "
-                               "saved into a directory of its own",
+                               "checkpoint save: %s belongs to uid %u, not to this process's uid "
+                               "%u: a step is saved into a directory of its own",
                                dir, (unsigned)st.st_uid, (unsigned)geteuid());
     if (ckpt__path(manifest, sizeof manifest, dir, CK_MANIFEST) && access(manifest, F_OK) == 0)
         return accel_error_set(err, ACCEL_EINVAL,
-                               "%s already holds a committed checkpoint (step %lu); steps are "
-                               "saved once",
+                               "checkpoint save: %s already holds a committed checkpoint (step "
+                               "%lu); steps are saved once",
                                dir, step);
     return ACCEL_OK;
 }
@@ -369,7 +371,7 @@ enum accel_err accel_ckpt_save(const struct accel_ckpt_save_opts *o,
         rc = ckpt__lock_take(o->root, NULL, &lock, err);
     arc = o->agree(o->agree_ctx, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
     rc = ckpt__agreed(rc, arc, all, err,
-                      "checkpoint step %lu: rank 0 could not lock the checkpoint root %s, "
+                      "checkpoint step %lu: rank 0 couldn't lock the checkpoint root %s, "
                       "or another rank's arguments are wrong (their logs say why); nothing "
                       "was written, nothing was committed",
                       o->step, o->root);
@@ -380,7 +382,7 @@ enum accel_err accel_ckpt_save(const struct accel_ckpt_save_opts *o,
         rc = ckpt__write_rank(o, NULL, dir, pieces, npieces, err);
     arc = o->agree(o->agree_ctx, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
     rc = ckpt__agreed(rc, arc, all, err,
-                      "checkpoint step %lu: another rank failed to write its part; "
+                      "checkpoint step %lu: another rank couldn't write its part; "
                       "nothing was committed",
                       o->step);
     if (rc != ACCEL_OK)
@@ -389,9 +391,7 @@ enum accel_err accel_ckpt_save(const struct accel_ckpt_save_opts *o,
         rc = ckpt__commit(o, dir, err);
     arc = o->agree(o->agree_ctx, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
     rc = ckpt__agreed(rc, arc, all, err,
-                      "checkpoint step %lu: rank 0 could not commit it (its log says "
-                      "why)",
-                      o->step);
+                      "checkpoint step %lu: rank 0 couldn't commit it (its log says why)", o->step);
     /* after the agreement, so that no rank waits in it for the clean-up */
     if (rc == ACCEL_OK && o->rank == 0)
         ckpt__after_commit(o);

@@ -170,7 +170,8 @@ static enum accel_err run_job(struct accel_ckpt_saver *sv, struct job *j, struct
         /* the local copy is a record (a resume may commit it): its name in
          * the step's directory, and the step's in the tier */
         if (accel_fsync_dir(dir) != ACCEL_OK || accel_fsync_dir(sv->local) != ACCEL_OK)
-            rc = accel_error_sys(err, ACCEL_EIO, "couldn't fsync %s or %s", dir, sv->local);
+            rc = accel_error_sys(err, ACCEL_EIO, "checkpoint save: couldn't fsync %s or %s", dir,
+                                 sv->local);
         if (rc == ACCEL_OK)
             rc = ckpt__sv_copy_up(sv, j->step, &local_bad, err);
     }
@@ -355,8 +356,8 @@ enum accel_err accel_ckpt_saver_open(struct accel_ckpt_saver **out,
     }
     arc = ckpt__sv_agree(sv, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
     rc = ckpt__agreed(rc, arc, all, err,
-                      "checkpoint saver: another rank could not open its saver of %s (rank "
-                      "0 takes the root's lock; their logs say why); nothing was written",
+                      "checkpoint saver: another rank couldn't open its saver of %s (rank 0 "
+                      "takes the root's lock; their logs say why); nothing was written",
                       sv->o.root);
     /* the run's origin, rank 0's on every rank (the lock is held: the
      * root's newest checkpoint stays what it is unless this run commits) */
@@ -573,7 +574,7 @@ enum accel_err accel_ckpt_saver_fail(struct accel_ckpt_saver *sv, unsigned long 
         sv->werr = *why;
     else
         accel_error_set(&sv->werr, ACCEL_EIO,
-                        "checkpoint step %lu: this rank could not gather its pieces", step);
+                        "checkpoint step %lu: this rank couldn't gather its pieces", step);
     sv->state = W_FAILED;
     pthread_mutex_unlock(&sv->mu);
     return ACCEL_OK;
@@ -593,13 +594,14 @@ enum accel_err ckpt__sv_commit_step(struct accel_ckpt_saver *sv, unsigned long s
     ckpt__step_name(name, sizeof name, step);
     if (sv->o.rank == 0) {
         if (!ckpt__path(dir, sizeof dir, sv->o.root, name))
-            rc = accel_error_set(err, ACCEL_EINVAL, "path too long: %s", sv->o.root);
+            rc = accel_error_set(err, ACCEL_EINVAL, "checkpoint step %lu: path too long: %s", step,
+                                 sv->o.root);
         else
             rc = ckpt__commit(&so, dir, err);
     }
     arc = ckpt__sv_agree(sv, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
     rc = ckpt__agreed(rc, arc, all, err,
-                      "checkpoint step %lu: rank 0 could not commit it (its log says why)", step);
+                      "checkpoint step %lu: rank 0 couldn't commit it (its log says why)", step);
     if (rc != ACCEL_OK)
         return rc;
     if (sv->o.rank == 0)
@@ -633,7 +635,7 @@ enum accel_err accel_ckpt_saver_poll(struct accel_ckpt_saver *sv, bool block,
             rc = sv->werr.code ? sv->werr.code : ACCEL_EIO;
         } else {
             rc = accel_error_set(err, ACCEL_EPEER,
-                                 "checkpoint step %lu: another rank failed to write its part "
+                                 "checkpoint step %lu: another rank couldn't write its part "
                                  "(its log says why); nothing was committed",
                                  step);
         }

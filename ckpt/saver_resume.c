@@ -37,12 +37,12 @@ static enum accel_err local_meta(struct accel_ckpt_saver *sv, unsigned long step
     ckpt__step_name(step_name, sizeof step_name, step);
     if (!ckpt__path(dir, sizeof dir, sv->local, step_name) ||
         !ckpt__path(path, sizeof path, dir, name))
-        return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", sv->local);
+        return accel_error_set(err, ACCEL_EINVAL, "%s: path too long", sv->local);
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0 || fstat(fd, &st) != 0) {
         if (fd >= 0)
             close(fd);
-        return accel_error_sys(err, ACCEL_EIO, "couldn't open %s", path);
+        return accel_error_sys(err, ACCEL_EIO, "%s: couldn't open", path);
     }
     rc = ckpt__st_read(fd, (uint64_t)st.st_size, ST_MAX_HEADER, path, &h, err);
     close(fd);
@@ -110,8 +110,8 @@ static enum accel_err commit_local(struct accel_ckpt_saver *sv, unsigned long st
         rc = arc;
     else if (rc == ACCEL_OK && least < 2)
         rc = accel_error_set(err, ACCEL_EPEER,
-                             "checkpoint step %lu: another rank could not copy its local file "
-                             "to the root (its log says why)",
+                             "checkpoint step %lu: another rank couldn't copy its local file to "
+                             "the root (its log says why)",
                              step);
     *fallback = arc == ACCEL_OK && least == 0;
     if (rc == ACCEL_OK)
@@ -163,16 +163,16 @@ static uint64_t usable_run(struct accel_ckpt_saver *sv, unsigned long step, unsi
     accel_error_clear(&e);
     ckpt__step_name(step_name, sizeof step_name, step);
     if (!ckpt__path(dir, sizeof dir, sv->local, step_name))
-        accel_error_set(&e, ACCEL_EINVAL, "path too long: %s", sv->local);
+        accel_error_set(&e, ACCEL_EINVAL, "%s: path too long", sv->local);
     else if (ckpt__check_open(&v, dir, step, sv->o.rank, sv->o.world, &e) != ACCEL_OK)
         ;
     else if (!ckpt__origin_of(ckpt__check_header(&v), &org))
-        accel_error_set(&e, ACCEL_EPARSE, "%s/%s records no saver's run", dir,
+        accel_error_set(&e, ACCEL_EPARSE, "%s/%s: records no saver's run", dir,
                         v.c->f[sv->o.rank].name);
     else if (org.run != shared_run && org.base != shared)
         accel_error_set(&e, ACCEL_EINVAL,
-                        "%s/%s was written by a run that went on from step %lu, and %s has "
-                        "step %lu from another run since",
+                        "%s/%s: written by a run that went on from step %lu, and %s has step %lu "
+                        "from another run since",
                         dir, v.c->f[sv->o.rank].name, org.base, sv->o.root, shared);
     else
         run = org.run;
@@ -232,10 +232,10 @@ enum accel_err accel_ckpt_saver_resume(struct accel_ckpt_saver *sv, unsigned lon
                           (unsigned long)local, e.msg, (unsigned long)shared);
             } else {
                 return accel_error_set(err, rc,
-                                       "checkpoint: step %lu is in every rank's local tier but "
-                                       "could not be committed in %s: %s; the local copies are "
-                                       "kept for the next try (removing step %lu from the local "
-                                       "tiers resumes from step %lu instead)",
+                                       "checkpoint resume: couldn't commit step %lu from every "
+                                       "rank's local tier in %s: %s; the local copies are kept "
+                                       "for the next try (removing step %lu from the local tiers "
+                                       "resumes from step %lu instead)",
                                        (unsigned long)local, sv->o.root, e.msg,
                                        (unsigned long)local, (unsigned long)shared);
             }
@@ -269,7 +269,8 @@ enum accel_err accel_ckpt_saver_open_step(struct accel_ckpt_saver *sv, unsigned 
     ckpt__step_name(name, sizeof name, step);
     if (!ckpt__path(dir, sizeof dir, sv->o.root, name) ||
         (sv->local && !ckpt__path(local, sizeof local, sv->local, name)))
-        return accel_error_set(err, ACCEL_EINVAL, "path too long: %s", sv->o.root);
+        return accel_error_set(err, ACCEL_EINVAL, "checkpoint step %lu: path too long: %s", step,
+                               sv->o.root);
     rc = accel_ckpt_open(c, dir, err);
     if (rc == ACCEL_OK && sv->local && !((*c)->local_dir = accel_strdup(local))) {
         accel_ckpt_close(*c);

@@ -55,10 +55,10 @@ enum accel_err ckpt__sv_make_tier(const struct accel_ckpt_saver *sv, struct acce
         return rc;
     if (mkdir(sv->local, 0700) != 0 && errno != EEXIST)
         return accel_error_sys(err, errno == EACCES ? ACCEL_EPERM : ACCEL_EIO,
-                               "couldn't create the local tier %s", sv->local);
+                               "checkpoint local tier %s: couldn't create", sv->local);
     if (lstat(sv->local, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
         return accel_error_set(err, ACCEL_EPERM,
-                               "the local tier %s is not a directory of uid %u (a link, or "
+                               "checkpoint local tier %s: not a directory of uid %u (a link, or "
                                "another user's): remove it, or give another --ckpt-local",
                                sv->local, (unsigned)geteuid());
     return ACCEL_OK;
@@ -101,7 +101,7 @@ static enum accel_err read_back(const char *path, void *buf, size_t bufsize, uin
             (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
     }
     if (!h || fd < 0) {
-        rc = fd < 0 ? accel_error_sys(err, ACCEL_EIO, "couldn't open %s to check it", path)
+        rc = fd < 0 ? accel_error_sys(err, ACCEL_EIO, "%s: couldn't open it to read it back", path)
                     : accel_error_set(err, ACCEL_ENOMEM, "checkpoint: out of memory");
         goto out;
     }
@@ -110,7 +110,7 @@ static enum accel_err read_back(const char *path, void *buf, size_t bufsize, uin
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            rc = accel_error_sys(err, ACCEL_EIO, "couldn't read %s back", path);
+            rc = accel_error_sys(err, ACCEL_EIO, "%s: couldn't read it back", path);
             goto out;
         }
         XXH3_64bits_update(h, buf, (size_t)n);
@@ -153,13 +153,13 @@ enum accel_err ckpt__sv_copy_up(struct accel_ckpt_saver *sv, unsigned long step,
     }
     if (!ckpt__path(ldir, sizeof ldir, sv->local, step_name) ||
         !ckpt__path(from, sizeof from, ldir, name)) {
-        rc = accel_error_set(err, ACCEL_EINVAL, "path too long: %s", sv->local);
+        rc = accel_error_set(err, ACCEL_EINVAL, "%s: path too long", sv->local);
         goto out;
     }
     /* the local side: its header and declared pieces, then its bytes */
     rc = ckpt__check_open(&v, ldir, step, sv->o.rank, sv->o.world, err);
     if (rc == ACCEL_OK && (fd = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
-        rc = accel_error_sys(err, ACCEL_EIO, "couldn't open the local copy %s", from);
+        rc = accel_error_sys(err, ACCEL_EIO, "local copy %s: couldn't open", from);
     *local_bad = rc != ACCEL_OK && rc != ACCEL_ENOMEM;
     if (rc != ACCEL_OK)
         goto out;
@@ -174,7 +174,7 @@ enum accel_err ckpt__sv_copy_up(struct accel_ckpt_saver *sv, unsigned long step,
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            rc = accel_error_sys(err, ACCEL_EIO, "couldn't read the local copy %s", from);
+            rc = accel_error_sys(err, ACCEL_EIO, "local copy %s: couldn't read", from);
         if (n > 0)
             rc = ckpt__check_feed(&v, buf, (size_t)n, err);
         *local_bad = rc != ACCEL_OK;
@@ -191,7 +191,7 @@ enum accel_err ckpt__sv_copy_up(struct accel_ckpt_saver *sv, unsigned long step,
         rc = read_back(f.path, buf, CK_DIRECT_BUF, &back, err);
     if (rc == ACCEL_OK && back != wrote)
         rc = accel_error_set(err, ACCEL_EIO,
-                             "%s reads back other bytes than were written to it (the shared "
+                             "%s: reads back other bytes than were written to it (the shared "
                              "storage changed them)",
                              f.path);
 out:

@@ -353,7 +353,7 @@ static enum accel_err pread_all(int fd, void *buf, size_t n, uint64_t off, const
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0)
-            return accel_error_sys(err, ACCEL_EIO, "couldn't read %s", what);
+            return accel_error_sys(err, ACCEL_EIO, "%s: couldn't read", what);
         if (got == 0)
             return accel_error_set(err, ACCEL_EIO, "%s: unexpected end of file", what);
         p += got;
@@ -472,8 +472,9 @@ enum accel_err ckpt__st_build_aligned(struct ckpt__st_out *o, size_t n,
             !ckpt__st_numel(t->shape, t->ndim, &numel) ||
             order[i]->bytes != numel * accel_dtype_size(t->dtype)) {
             rc = accel_error_set(err, ACCEL_EINVAL,
-                                 "tensor '%s': %llu bytes do not match its type and shape", t->name,
-                                 (unsigned long long)order[i]->bytes);
+                                 "safetensors header: tensor '%s': %llu bytes do not match its "
+                                 "type and shape",
+                                 t->name, (unsigned long long)order[i]->bytes);
             goto out;
         }
         order[i]->begin = at;
@@ -494,7 +495,8 @@ enum accel_err ckpt__st_build_aligned(struct ckpt__st_out *o, size_t n,
             goto nomem;
         at += order[i]->bytes;
         if (at > (UINT64_C(1) << 48)) {
-            rc = accel_error_set(err, ACCEL_ETOOBIG, "a file of over 2^48 bytes");
+            rc = accel_error_set(err, ACCEL_ETOOBIG,
+                                 "safetensors header: a file of over 2^48 bytes");
             goto out;
         }
     }
@@ -506,7 +508,7 @@ enum accel_err ckpt__st_build_aligned(struct ckpt__st_out *o, size_t n,
      * data starts `align`-byte aligned: 8 + padded is a multiple of it */
     padded = (8 + jn + align - 1) / align * align - 8;
     if (padded > ST_MAX_HEADER) {
-        rc = accel_error_set(err, ACCEL_ETOOBIG, "a header of %zu bytes (limit %u)", padded,
+        rc = accel_error_set(err, ACCEL_ETOOBIG, "safetensors header: %zu bytes (limit %u)", padded,
                              ST_MAX_HEADER);
         goto out;
     }
@@ -523,7 +525,7 @@ enum accel_err ckpt__st_build_aligned(struct ckpt__st_out *o, size_t n,
     rc = ACCEL_OK;
     goto out;
 nomem:
-    rc = accel_error_set(err, ACCEL_ENOMEM, "out of memory building a safetensors header");
+    rc = accel_error_set(err, ACCEL_ENOMEM, "safetensors header: out of memory building it");
 out:
     accel_free(buf);
     cJSON_free(json);

@@ -287,7 +287,7 @@ for _ in $(seq 100); do grep -q "holding the root" "$w/a" && break; sleep 0.05; 
 job "$w/b" "$w/root" - 1
 b=$?
 wait "$apid"
-if [ $b != 0 ] && grep -q "error: saver: the checkpoint root $w/root is in use by another job (ckpt_crash, pid [0-9]* on " "$w/b" &&
+if [ $b != 0 ] && grep -q "error: saver: checkpoint root $w/root: in use by another job (ckpt_crash, pid [0-9]* on " "$w/b" &&
     [ ! -e "$w/root/step-00000001" ]; then
     ok "two jobs on one root: the second is refused before it writes (\"$(grep -o 'in use by another job ([^)]*)' "$w/b" | head -n 1)\")"
 else

@@ -164,7 +164,7 @@ tool=${CKPT_TOOL:-$(dirname "$bin")/../tests/ckpt_tool}
 expect "ckpt --help" 0 "$bin" ckpt --help
 contains "ckpt --help shows usage" "usage: accelrun ckpt ls ROOT"
 expect "ckpt ls: a missing root exits 2" 2 "$bin" ckpt ls "$tmp/no-such-root"
-contains "ckpt ls: the missing root is named" "couldn't open the checkpoint root $tmp/no-such-root: No such file or directory"
+contains "ckpt ls: the missing root is named" "checkpoint root $tmp/no-such-root: couldn't open: No such file or directory"
 expect "ckpt: an unknown subcommand exits 2" 2 "$bin" ckpt frobnicate
 expect "ckpt verify: no checkpoint exits 2" 2 "$bin" ckpt verify "$tmp"
 contains "ckpt verify: says what is missing" "holds no checkpoint"

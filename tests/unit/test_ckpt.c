@@ -912,7 +912,7 @@ TEST(failed_save_commits_nothing)
     ASSERT_CONTAINS(out.err[0].msg, "pieces cover");
     ASSERT_INT_EQ(out.rc[1], ACCEL_EPEER);
     ASSERT_INT_EQ(out.rc[2], ACCEL_EPEER);
-    ASSERT_CONTAINS(out.err[1].msg, "rank 0 could not commit");
+    ASSERT_CONTAINS(out.err[1].msg, "rank 0 couldn't commit");
     snprintf(path, sizeof path, "%s/step-00000003/manifest.json", root);
     ASSERT(!exists(path));
     assert_only_step1(root, manifest1, &m1);

@@ -684,10 +684,10 @@ TEST(failures_fail_every_rank)
     start_case(root, sizeof root, &tmpl, NULL);
     world_run(3, &tmpl, bad_open, out);
     ASSERT_ERR(out[1].rc, &out[1].err, ACCEL_EINVAL, "needs a root");
-    ASSERT_ERR(out[0].rc, &out[0].err, ACCEL_EPEER, "could not open its saver");
+    ASSERT_ERR(out[0].rc, &out[0].err, ACCEL_EPEER, "couldn't open its saver");
     ASSERT_INT_EQ(out[2].rc, ACCEL_EPEER);
     world_run(3, &tmpl, fails, out);
-    ASSERT_ERR(out[1].rc, &out[1].err, ACCEL_EIO, "could not gather its pieces");
+    ASSERT_ERR(out[1].rc, &out[1].err, ACCEL_EIO, "couldn't gather its pieces");
     ASSERT_ERR(out[0].rc, &out[0].err, ACCEL_EPEER, "nothing was committed");
     ASSERT_INT_EQ(out[2].rc, ACCEL_EPEER);
     check_step(root, 10, 10);
