@@ -40,21 +40,22 @@ static enum accel_err lookup_nodes(const struct accel_switch_tree *t, const char
     lk->leaf = NULL;
     lk->unplaced = 0;
     if (n == 0 || nodes == NULL)
-        return accel_error_set(err, ACCEL_EINVAL, "empty node list");
+        return accel_error_set(err, ACCEL_EINVAL, "node order: empty node list");
     if (n > ACCEL_CLUSTER_MAX_NODES)
-        return accel_error_set(err, ACCEL_ETOOBIG, "more than %u nodes in a step",
+        return accel_error_set(err, ACCEL_ETOOBIG, "node order: more than %u nodes in a step",
                                ACCEL_CLUSTER_MAX_NODES);
     lk->leaf = accel_malloc(n * sizeof(*lk->leaf));
     seen = accel_calloc((size_t)t->nnodes / 8 + 1, 1);
     unk = accel_malloc(n * sizeof(*unk));
     if (lk->leaf == NULL || seen == NULL || unk == NULL) {
-        rc = accel_error_set(err, ACCEL_ENOMEM, "couldn't order %zu nodes: out of memory", n);
+        rc = accel_error_set(err, ACCEL_ENOMEM, "node order: out of memory for %zu nodes", n);
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
         uint32_t k;
         if (nodes[i] == NULL || nodes[i][0] == '\0') {
-            rc = accel_error_set(err, ACCEL_EINVAL, "node %zu of the node list has no name", i);
+            rc = accel_error_set(err, ACCEL_EINVAL,
+                                 "node order: node %zu of the node list has no name", i);
             goto out;
         }
         k = accel_switch_tree_node(t, nodes[i]);
@@ -64,8 +65,8 @@ static enum accel_err lookup_nodes(const struct accel_switch_tree *t, const char
             continue;
         }
         if (seen[k / 8] & (1u << (k % 8))) {
-            rc = accel_error_set(err, ACCEL_EINVAL, "node '%s' appears twice in the node list",
-                                 nodes[i]);
+            rc = accel_error_set(err, ACCEL_EINVAL,
+                                 "node order: node '%s' appears twice in the node list", nodes[i]);
             goto out;
         }
         seen[k / 8] |= (unsigned char)(1u << (k % 8));
@@ -75,7 +76,9 @@ static enum accel_err lookup_nodes(const struct accel_switch_tree *t, const char
         qsort(unk, lk->unplaced, sizeof(*unk), cmp_str);
         for (size_t i = 1; i < lk->unplaced; i++)
             if (strcmp(unk[i - 1], unk[i]) == 0) {
-                rc = accel_error_set(err, ACCEL_EINVAL, "node '%s' appears twice in the node list",
+                rc = accel_error_set(err, ACCEL_EINVAL,
+                                     "node order: node '%s' appears twice in the node "
+                                     "list",
                                      unk[i]);
                 goto out;
             }
@@ -188,14 +191,15 @@ enum accel_err accel_cluster_order(const struct accel_switch_tree *tree, const c
                                         nodes[i]);
                 shown++;
             }
-        accel_error_set(err, ACCEL_ENOTFOUND,
-                        "%zu of %zu nodes are not in the switch tree (%s%s); they keep Slurm's "
-                        "order after the others",
-                        lk.unplaced, n, names, lk.unplaced > shown ? ", ..." : "");
+        accel_error_set(
+            err, ACCEL_ENOTFOUND,
+            "node order: %zu of %zu nodes are not in the switch tree (%s%s); they keep Slurm's "
+            "order after the others",
+            lk.unplaced, n, names, lk.unplaced > shown ? ", ..." : "");
     }
 out:
     if (rc == ACCEL_ENOMEM)
-        accel_error_set(err, ACCEL_ENOMEM, "couldn't order %zu nodes: out of memory", n);
+        accel_error_set(err, ACCEL_ENOMEM, "node order: out of memory for %zu nodes", n);
     accel_free(lk.leaf);
     accel_free(first);
     accel_free(keys);
@@ -249,7 +253,7 @@ static enum accel_err count_leaves(const struct accel_switch_tree *t, const stru
     unsigned char *seen = accel_calloc((size_t)t->nswitches / 8 + 1, 1);
 
     if (seen == NULL)
-        return accel_error_set(err, ACCEL_ENOMEM, "out of memory");
+        return accel_error_set(err, ACCEL_ENOMEM, "node order: out of memory measuring it");
     *leaves = lk->unplaced;
     for (size_t i = 0; i < n; i++) {
         uint32_t s = lk->leaf[i];
@@ -276,13 +280,13 @@ enum accel_err accel_cluster_metrics(const struct accel_switch_tree *tree, const
     if (order != NULL) {
         hit = accel_calloc(n / 8 + 1, 1);
         if (hit == NULL) {
-            rc = accel_error_set(err, ACCEL_ENOMEM, "out of memory");
+            rc = accel_error_set(err, ACCEL_ENOMEM, "node order: out of memory measuring it");
             goto out;
         }
         for (size_t k = 0; k < n; k++) {
             size_t i = order[k];
             if (i >= n || (hit[i / 8] & (1u << (i % 8)))) {
-                rc = accel_error_set(err, ACCEL_EINVAL, "the order is not a permutation of 0..%zu",
+                rc = accel_error_set(err, ACCEL_EINVAL, "node order: not a permutation of 0..%zu",
                                      n - 1);
                 goto out;
             }
@@ -323,7 +327,7 @@ enum accel_err accel_cluster_bound(const struct accel_switch_tree *tree, const c
         return rc;
     under = accel_calloc((size_t)tree->nswitches + 1, sizeof(*under));
     if (under == NULL) {
-        rc = accel_error_set(err, ACCEL_ENOMEM, "out of memory");
+        rc = accel_error_set(err, ACCEL_ENOMEM, "node order: out of memory measuring it");
         goto out;
     }
     if ((rc = count_leaves(tree, &lk, n, &out->leaves, err)) != ACCEL_OK)

@@ -72,7 +72,8 @@ static enum accel_err gpu_order(const struct accel_topo *t, const struct accel_n
             char id[16];
             int n = snprintf(id, sizeof(id), "%u", g);
             if (!append_id(all, sizeof(all), id, (size_t)n))
-                return accel_error_set(err, ACCEL_ETOOBIG, "%u GPUs do not fit a list", t->ngpus);
+                return accel_error_set(err, ACCEL_ETOOBIG, "placement: %u GPUs do not fit a list",
+                                       t->ngpus);
         }
         granted = all;
     }
@@ -80,21 +81,25 @@ static enum accel_err gpu_order(const struct accel_topo *t, const struct accel_n
     for (unsigned i = 0; i < p->nranks; i++) {
         const char *id = p->ranks[i].gpu_id;
         if (!has_id(granted, id))
-            return accel_error_set(err, ACCEL_EINVAL, "local rank %u's GPU %s is not in %s", i, id,
+            return accel_error_set(err, ACCEL_EINVAL,
+                                   "placement: local rank %u's GPU %s is not in %s", i, id,
                                    granted);
         if (!append_id(out, size, id, strlen(id)))
-            return accel_error_set(err, ACCEL_ETOOBIG, "the GPU list %s is too long", granted);
+            return accel_error_set(err, ACCEL_ETOOBIG, "placement: the GPU list %s is too long",
+                                   granted);
     }
     for (const char *q = granted; *q != '\0';) {
         const char *end = strchr(q, ',');
         size_t len = end ? (size_t)(end - q) : strlen(q);
         if (!append_id(out, size, q, len))
-            return accel_error_set(err, ACCEL_ETOOBIG, "the GPU list %s is too long", granted);
+            return accel_error_set(err, ACCEL_ETOOBIG, "placement: the GPU list %s is too long",
+                                   granted);
         q += len + (end != NULL);
     }
     /* a permutation of what was granted, never more or less */
     if (accel_gpu_list_count(out) != ngranted)
-        return accel_error_set(err, ACCEL_EINVAL, "the GPU list %s repeats an id", granted);
+        return accel_error_set(err, ACCEL_EINVAL, "placement: the GPU list %s repeats an id",
+                               granted);
     return ACCEL_OK;
 }
 
@@ -106,15 +111,17 @@ enum accel_err accel_node_plan_export(const struct accel_topo *t, const struct a
     enum accel_err rc;
 
     if (t == NULL || p == NULL || ranks == NULL || out == NULL)
-        return accel_error_set(err, ACCEL_EINVAL, "accel_node_plan_export: NULL argument");
+        return accel_error_set(err, ACCEL_EINVAL, "placement: NULL argument");
     memset(out, 0, sizeof(*out));
     if (cap < p->nranks)
-        return accel_error_set(err, ACCEL_ETOOBIG, "the plan has %u ranks; room for %u", p->nranks,
-                               cap);
+        return accel_error_set(err, ACCEL_ETOOBIG, "placement: the plan has %u ranks; room for %u",
+                               p->nranks, cap);
     for (unsigned i = 0; i < p->nranks; i++)
         if (p->ranks[i].gpu >= (int)t->ngpus || p->ranks[i].nic >= (int)t->nnics)
             return accel_error_set(err, ACCEL_EINVAL,
-                                   "local rank %u names a GPU or NIC this topology lacks", i);
+                                   "placement: local rank %u names a GPU or NIC this topology "
+                                   "lacks",
+                                   i);
     rc = gpu_order(t, p, granted, order, sizeof(order), err);
     if (rc != ACCEL_OK)
         return rc;
@@ -138,7 +145,7 @@ enum accel_err accel_node_plan_export(const struct accel_topo *t, const struct a
             size = sizeof(r->nccl_ib_hca);
         }
         if (n < 0 || (size_t)n >= size)
-            return accel_error_set(err, ACCEL_ETOOBIG, "NIC name %s is too long",
+            return accel_error_set(err, ACCEL_ETOOBIG, "placement: NIC name %s is too long",
                                    t->nics[k->nic].name);
     }
     out->nranks = p->nranks;
@@ -183,15 +190,17 @@ enum accel_err accel_topo_bind_cpus(const char *cpus, struct accel_error *err)
     cpu_set_t want, now, target;
 
     if (cpus == NULL || !parse_cpulist(cpus, &want))
-        return accel_error_set(err, ACCEL_EINVAL, "'%s' is not a CPU list", cpus ? cpus : "");
+        return accel_error_set(err, ACCEL_EINVAL, "CPU binding: '%s' is not a CPU list",
+                               cpus ? cpus : "");
     if (sched_getaffinity(0, sizeof(now), &now) != 0)
-        return accel_error_sys(err, ACCEL_EIO, "sched_getaffinity");
+        return accel_error_sys(err, ACCEL_EIO, "CPU binding: couldn't read this process's CPUs");
     CPU_AND(&target, &want, &now);
     if (CPU_COUNT(&target) == 0)
-        return accel_error_set(err, ACCEL_ENOTFOUND, "none of CPUs %s is allowed here", cpus);
+        return accel_error_set(err, ACCEL_ENOTFOUND, "CPU binding: none of CPUs %s is allowed here",
+                               cpus);
     if (CPU_EQUAL(&target, &now))
         return ACCEL_OK;
     if (sched_setaffinity(0, sizeof(target), &target) != 0)
-        return accel_error_sys(err, ACCEL_EIO, "sched_setaffinity to %s", cpus);
+        return accel_error_sys(err, ACCEL_EIO, "CPU binding: couldn't bind to CPUs %s", cpus);
     return ACCEL_OK;
 }

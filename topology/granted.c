@@ -27,7 +27,7 @@ static enum accel_err split_ids(const char *list, struct topo__pick *picks, unsi
     *n = 0;
     if (strlen(list) > ACCEL_TOPO_MAX_GRANTED)
         return accel_error_set(err, ACCEL_ETOOBIG,
-                               "granted GPU list is %zu bytes; the limit is %u bytes", strlen(list),
+                               "granted GPU list: %zu bytes; the limit is %u bytes", strlen(list),
                                ACCEL_TOPO_MAX_GRANTED);
     for (;;) {
         const char *end = strchr(p, ',');
@@ -40,14 +40,13 @@ static enum accel_err split_ids(const char *list, struct topo__pick *picks, unsi
         while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
             len--;
         if (len == 0)
-            return accel_error_set(err, ACCEL_EINVAL, "empty id in the granted GPU list \"%s\"",
-                                   list);
+            return accel_error_set(err, ACCEL_EINVAL, "granted GPU list \"%s\": an empty id", list);
         if (len >= sizeof(picks[0].id))
             return accel_error_set(err, ACCEL_EINVAL,
-                                   "id \"%.*s...\" in the granted GPU list is too long", 16, p);
+                                   "granted GPU list: id \"%.*s...\" is too long", 16, p);
         if (*n == ACCEL_TOPO_MAX_GPUS)
             return accel_error_set(err, ACCEL_ETOOBIG,
-                                   "granted GPU list \"%.64s...\" has more than %u ids", list,
+                                   "granted GPU list \"%.64s...\": more than %u ids", list,
                                    ACCEL_TOPO_MAX_GPUS);
         memcpy(picks[*n].id, p, len);
         picks[*n].id[len] = '\0';
@@ -78,7 +77,7 @@ static enum accel_err resolve_global(const struct accel_topo *t, const char *id,
 
     if (strncmp(id, "MIG-", 4) == 0)
         return accel_error_set(err, ACCEL_EUNSUPPORTED,
-                               "granted GPU %s is a MIG instance; accelrun places whole GPUs", id);
+                               "granted GPU %s: a MIG instance; accelrun places whole GPUs", id);
     if (strncasecmp(id, "GPU-", 4) == 0) {
         for (unsigned g = 0; g < t->ngpus; g++)
             if (strcasecmp(t->gpus[g].uuid, id) == 0) {
@@ -86,20 +85,20 @@ static enum accel_err resolve_global(const struct accel_topo *t, const char *id,
                 return ACCEL_OK;
             }
         return accel_error_set(
-            err, ACCEL_ENOTFOUND, "granted GPU %s is not on this node (%u GPUs%s)", id, t->ngpus,
+            err, ACCEL_ENOTFOUND, "granted GPU %s: not on this node (%u GPUs%s)", id, t->ngpus,
             t->ngpus && !t->gpus[0].uuid[0] ? ", UUIDs unknown without NVML" : "");
     }
     if (!parse_index(id, &v))
         return accel_error_set(err, ACCEL_EINVAL,
-                               "\"%s\" in the granted GPU list \"%s\" is not a GPU id (an "
-                               "integer or a GPU-... UUID)",
-                               id, list);
+                               "granted GPU list \"%s\": \"%s\" is not a GPU id (an integer or a "
+                               "GPU-... UUID)",
+                               list, id);
     if (v >= t->ngpus && t->ngpus == 0)
         return accel_error_set(err, ACCEL_ENOTFOUND,
-                               "granted GPU %s is not on this node (it has no NVIDIA GPU)", id);
+                               "granted GPU %s: not on this node (it has no NVIDIA GPU)", id);
     if (v >= t->ngpus)
-        return accel_error_set(err, ACCEL_ENOTFOUND,
-                               "granted GPU %s is not on this node (GPUs 0-%u)", id, t->ngpus - 1);
+        return accel_error_set(err, ACCEL_ENOTFOUND, "granted GPU %s: not on this node (GPUs 0-%u)",
+                               id, t->ngpus - 1);
     *gpu = v;
     return ACCEL_OK;
 }
@@ -147,7 +146,8 @@ enum accel_err topo__resolve_ids(const struct accel_topo *t, const struct accel_
         } else if (req->physical != NULL) {
             if (v >= nphys)
                 return accel_error_set(err, ACCEL_ENOTFOUND,
-                                       "local GPU id %s, but the node granted %u GPUs (\"%s\")",
+                                       "granted GPU list: local GPU id %s, but the node granted "
+                                       "%u GPUs (\"%s\")",
                                        picks[i].id, nphys, req->physical);
             picks[i].gpu = phys[v].gpu;
         } else if (*n == t->ngpus) {
@@ -155,8 +155,8 @@ enum accel_err topo__resolve_ids(const struct accel_topo *t, const struct accel_
             rc = resolve_global(t, picks[i].id, req->gpus, &picks[i].gpu, err);
         } else {
             return accel_error_set(err, ACCEL_EINVAL,
-                                   "local GPU ids \"%s\" need the node-wide ids of the granted "
-                                   "GPUs (SLURM_STEP_GPUS) on a node with %u GPUs",
+                                   "granted GPU list: local GPU ids \"%s\" need the node-wide ids "
+                                   "of the granted GPUs (SLURM_STEP_GPUS) on a node with %u GPUs",
                                    req->gpus, t->ngpus);
         }
         if (rc != ACCEL_OK)
@@ -164,8 +164,9 @@ enum accel_err topo__resolve_ids(const struct accel_topo *t, const struct accel_
         for (unsigned j = 0; j < i; j++)
             if (picks[j].gpu == picks[i].gpu)
                 return accel_error_set(
-                    err, ACCEL_EINVAL, "GPU %s is granted twice in \"%s\" (as %s and %s)",
-                    t->gpus[picks[i].gpu].pci.busid, req->gpus, picks[j].id, picks[i].id);
+                    err, ACCEL_EINVAL,
+                    "granted GPU list \"%s\": GPU %s is granted twice (as %s and %s)", req->gpus,
+                    t->gpus[picks[i].gpu].pci.busid, picks[j].id, picks[i].id);
     }
     return ACCEL_OK;
 }

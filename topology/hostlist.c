@@ -45,8 +45,8 @@ static enum accel_err bad(struct accel_error *err, const char *list, const char 
     if (err == NULL)
         return code;
     col = (unsigned)(at - list) + 1;
-    accel_error_set(err, code, "%s at byte %u of host list '%.64s%s'", what, col, list,
-                    strlen(list) > 64 ? "..." : "");
+    accel_error_set(err, code, "host list '%.64s%s': %s at byte %u", list,
+                    strlen(list) > 64 ? "..." : "", what, col);
     if (err != NULL)
         err->column = col;
     return code;
@@ -283,9 +283,9 @@ static enum accel_err check_list(const char *list, size_t max_hosts, size_t *tot
 
     *total = 0;
     if (list == NULL || list[0] == '\0')
-        return accel_error_set(err, ACCEL_EINVAL, "empty host list");
+        return accel_error_set(err, ACCEL_EINVAL, "host list: empty");
     if (strnlen(list, ACCEL_CLUSTER_MAX_LIST + 1) > ACCEL_CLUSTER_MAX_LIST)
-        return accel_error_set(err, ACCEL_ETOOBIG, "host list longer than %u bytes",
+        return accel_error_set(err, ACCEL_ETOOBIG, "host list: longer than %u bytes",
                                ACCEL_CLUSTER_MAX_LIST);
     if (max_hosts == 0 || max_hosts > ACCEL_CLUSTER_MAX_NODES)
         max_hosts = ACCEL_CLUSTER_MAX_NODES;
@@ -321,8 +321,8 @@ enum accel_err accel_hostlist_first(const char *list, char *out, size_t size,
         group_load(&e.g[gi], e.g[gi].text);
     len = entry_name(&e, name);
     if (len >= size)
-        return accel_error_set(err, ACCEL_ETOOBIG, "host name '%.64s' does not fit %zu bytes", name,
-                               size);
+        return accel_error_set(err, ACCEL_ETOOBIG,
+                               "host list: host name '%.64s' does not fit %zu bytes", name, size);
     memcpy(out, name, len + 1);
     return ACCEL_OK;
 }
@@ -340,10 +340,10 @@ enum accel_err accel_hostlist_expand(const char *list, size_t max_hosts, struct 
         return rc;
     expand(list, NULL, NULL, &bytes);
     if (total > (SIZE_MAX - bytes) / sizeof(char *))
-        return accel_error_set(err, ACCEL_ENOMEM, "host list too large for memory");
+        return accel_error_set(err, ACCEL_ENOMEM, "host list: too large for memory");
     block = accel_malloc(total * sizeof(char *) + bytes);
     if (block == NULL)
-        return accel_error_set(err, ACCEL_ENOMEM, "couldn't expand host list: out of memory");
+        return accel_error_set(err, ACCEL_ENOMEM, "host list: out of memory expanding it");
     out->names = (char **)(void *)block;
     expand(list, out, block + total * sizeof(char *), &bytes);
     out->n = total;

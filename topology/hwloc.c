@@ -113,7 +113,8 @@ static enum accel_err add_dev(struct dev *list, unsigned *n, unsigned cap, hwloc
                               hwloc_obj_t os, const char *what, struct accel_error *err)
 {
     if (*n == cap)
-        return accel_error_set(err, ACCEL_ETOOBIG, "more than %u %s on this node", cap, what);
+        return accel_error_set(err, ACCEL_ETOOBIG, "topology: more than %u %s on this node", cap,
+                               what);
     list[*n].pci = pci;
     list[*n].os = os;
     (*n)++;
@@ -161,7 +162,7 @@ static enum accel_err local_cpus(const struct accel_topo *t, struct accel_topo_p
             n += t->numa[i].npus;
     pus = accel_malloc(((size_t)n + 1) * sizeof(*pus));
     if (pus == NULL)
-        return accel_error_set(err, ACCEL_ENOMEM, "out of memory building the topology");
+        return accel_error_set(err, ACCEL_ENOMEM, "topology: out of memory building it");
     n = 0;
     for (unsigned i = 0; i < t->nnuma; i++)
         if ((p->numa >> i) & 1) {
@@ -171,7 +172,7 @@ static enum accel_err local_cpus(const struct accel_topo *t, struct accel_topo_p
     rc = topo__cpulist(pus, n, &p->cpus);
     accel_free(pus);
     if (rc != ACCEL_OK)
-        return accel_error_set(err, rc, "out of memory building the topology");
+        return accel_error_set(err, rc, "topology: out of memory building it");
     return ACCEL_OK;
 }
 
@@ -194,8 +195,8 @@ static enum accel_err fill_pci(hwloc_topology_t h, const struct accel_topo *t, h
     for (hwloc_obj_t b = o->parent; b != NULL && b->type == HWLOC_OBJ_BRIDGE; b = b->parent) {
         if (n == ACCEL_TOPO_MAX_PCI_DEPTH)
             return accel_error_set(err, ACCEL_ETOOBIG,
-                                   "PCI device %s is below more than %u bridges", p->busid,
-                                   ACCEL_TOPO_MAX_PCI_DEPTH);
+                                   "topology: PCI device %s is below more than %u bridges",
+                                   p->busid, ACCEL_TOPO_MAX_PCI_DEPTH);
         up[n++] = b;
     }
     p->depth = n;
@@ -274,14 +275,13 @@ static enum accel_err fill_numa(hwloc_topology_t h, struct accel_topo *t, struct
     enum accel_err rc = ACCEL_OK;
 
     if (nn > ACCEL_TOPO_MAX_NUMA)
-        return accel_error_set(err, ACCEL_ETOOBIG, "%d NUMA nodes; the limit is %u", nn,
+        return accel_error_set(err, ACCEL_ETOOBIG, "topology: %d NUMA nodes; the limit is %u", nn,
                                ACCEL_TOPO_MAX_NUMA);
     if (npu > ACCEL_TOPO_MAX_PUS)
-        return accel_error_set(err, ACCEL_ETOOBIG, "%d logical CPUs; the limit is %u", npu,
-                               ACCEL_TOPO_MAX_PUS);
+        return accel_error_set(err, ACCEL_ETOOBIG, "topology: %d logical CPUs; the limit is %u",
+                               npu, ACCEL_TOPO_MAX_PUS);
     if (nn <= 0 || npu <= 0)
-        return accel_error_set(err, ACCEL_EPARSE, "the topology has no %s",
-                               nn <= 0 ? "NUMA node" : "CPU");
+        return accel_error_set(err, ACCEL_EPARSE, "topology: no %s", nn <= 0 ? "NUMA node" : "CPU");
     t->numa = accel_calloc((size_t)nn, sizeof(*t->numa));
     owner = accel_calloc((size_t)npu, sizeof(*owner));
     if (t->numa == NULL || owner == NULL) {
@@ -344,7 +344,7 @@ static enum accel_err fill_numa(hwloc_topology_t h, struct accel_topo *t, struct
 out:
     accel_free(owner);
     if (rc == ACCEL_ENOMEM)
-        accel_error_set(err, rc, "out of memory building the topology");
+        accel_error_set(err, rc, "topology: out of memory building it");
     return rc;
 }
 
@@ -366,7 +366,7 @@ static enum accel_err fill_nvlink(hwloc_topology_t h, struct accel_topo *t, cons
     nvs = accel_calloc(n, sizeof(*nvs));
     t->nvlink = accel_calloc((size_t)t->ngpus * t->ngpus, sizeof(*t->nvlink));
     if (gpu == NULL || nvs == NULL || t->nvlink == NULL) {
-        rc = accel_error_set(err, ACCEL_ENOMEM, "out of memory reading NVLink bandwidth");
+        rc = accel_error_set(err, ACCEL_ENOMEM, "topology: out of memory reading NVLink bandwidth");
         goto out;
     }
     for (unsigned k = 0; k < n; k++) {
@@ -415,7 +415,7 @@ static enum accel_err build(hwloc_topology_t h, struct accel_topo *t, struct acc
     enum accel_err rc;
 
     if (f == NULL)
-        return accel_error_set(err, ACCEL_ENOMEM, "out of memory building the topology");
+        return accel_error_set(err, ACCEL_ENOMEM, "topology: out of memory building it");
     product = hwloc_obj_get_info_by_name(hwloc_get_root_obj(h), "DMIProductName");
     snprintf(t->product, sizeof(t->product), "%s", product ? product : "");
     rc = fill_numa(h, t, err);
@@ -427,7 +427,7 @@ static enum accel_err build(hwloc_topology_t h, struct accel_topo *t, struct acc
     t->nics = accel_calloc(f->nnic + 1, sizeof(*t->nics));
     t->nvswitches = accel_calloc(f->nnvs + 1, sizeof(*t->nvswitches));
     if (t->gpus == NULL || t->nics == NULL || t->nvswitches == NULL) {
-        rc = accel_error_set(err, ACCEL_ENOMEM, "out of memory building the topology");
+        rc = accel_error_set(err, ACCEL_ENOMEM, "topology: out of memory building it");
         goto out;
     }
     t->ngpus = f->ngpu;
@@ -468,13 +468,13 @@ static enum accel_err topology_new(hwloc_topology_t *h, unsigned long flags,
                                    struct accel_error *err)
 {
     if (hwloc_topology_init(h) != 0)
-        return accel_error_sys(err, ACCEL_ENOMEM, "couldn't start hwloc");
+        return accel_error_sys(err, ACCEL_ENOMEM, "topology: couldn't start hwloc");
     /* Every PCI device, bridge and OS device: the bridges are the PCI switch
      * chain, and NVSwitches are "other bridge" devices hwloc drops by default. */
     if (hwloc_topology_set_io_types_filter(*h, HWLOC_TYPE_FILTER_KEEP_ALL) != 0 ||
         hwloc_topology_set_flags(*h, flags) != 0) {
         hwloc_topology_destroy(*h);
-        return accel_error_sys(err, ACCEL_EIO, "couldn't configure hwloc");
+        return accel_error_sys(err, ACCEL_EIO, "topology: couldn't configure hwloc");
     }
     return ACCEL_OK;
 }
@@ -489,10 +489,10 @@ enum accel_err accel_topo_load_xmlbuffer(struct accel_topo *t, const char *xml, 
     enum accel_err rc;
 
     if (t == NULL || (xml == NULL && len > 0))
-        return accel_error_set(err, ACCEL_EINVAL, "accel_topo_load_xmlbuffer: NULL argument");
+        return accel_error_set(err, ACCEL_EINVAL, "hwloc XML: NULL argument");
     memset(t, 0, sizeof(*t));
     if (len > ACCEL_TOPO_MAX_XML)
-        return accel_error_set(err, ACCEL_ETOOBIG, "hwloc XML is %zu bytes; the limit is %u bytes",
+        return accel_error_set(err, ACCEL_ETOOBIG, "hwloc XML: %zu bytes; the limit is %u bytes",
                                len, ACCEL_TOPO_MAX_XML);
     accel_buf_init(&v2, (size_t)ACCEL_TOPO_MAX_XML + 64);
     rc = topo__xml_normalize(xml, len, !HWLOC_READS_V3 && topo__xml_major(xml, len) == 3, &v2, err);
@@ -506,7 +506,7 @@ enum accel_err accel_topo_load_xmlbuffer(struct accel_topo *t, const char *xml, 
         goto out;
     if (hwloc_topology_set_xmlbuffer(h, buf, (int)blen + 1) != 0 || hwloc_topology_load(h) != 0)
         rc = accel_error_set(err, ACCEL_EPARSE,
-                             "hwloc could not read the XML (export format version %u; "
+                             "hwloc XML: hwloc couldn't read it (export format version %u; "
                              "accelrun reads hwloc's versions 2 and 3)",
                              topo__xml_major(xml, len));
     else
@@ -526,7 +526,7 @@ enum accel_err accel_topo_load_xml(struct accel_topo *t, const char *path, struc
     enum accel_err rc;
 
     if (t == NULL || path == NULL)
-        return accel_error_set(err, ACCEL_EINVAL, "accel_topo_load_xml: NULL argument");
+        return accel_error_set(err, ACCEL_EINVAL, "hwloc XML: NULL argument");
     memset(t, 0, sizeof(*t));
     rc = accel_read_file(path, ACCEL_TOPO_MAX_XML, &data, &len, err);
     if (rc == ACCEL_OK) {
@@ -548,13 +548,13 @@ enum accel_err accel_topo_discover(struct accel_topo *t, struct accel_error *err
     enum accel_err rc;
 
     if (t == NULL)
-        return accel_error_set(err, ACCEL_EINVAL, "accel_topo_discover: NULL argument");
+        return accel_error_set(err, ACCEL_EINVAL, "topology: NULL argument");
     memset(t, 0, sizeof(*t));
     rc = topology_new(&h, 0, err);
     if (rc != ACCEL_OK)
         return rc;
     if (hwloc_topology_load(h) != 0)
-        rc = accel_error_sys(err, ACCEL_EIO, "hwloc could not discover this machine");
+        rc = accel_error_sys(err, ACCEL_EIO, "topology: hwloc couldn't discover this machine");
     else
         rc = build(h, t, err);
     hwloc_topology_destroy(h);

@@ -334,7 +334,7 @@ enum accel_err topo__xml_normalize(const char *in, size_t len, bool v3, struct a
         rc = v3 ? rewrite_tag(out, tag, tlen, name, nlen) : accel_buf_add(out, tag, tlen);
     }
     if (rc != ACCEL_OK)
-        return accel_error_set(err, rc, "out of memory converting hwloc XML");
+        return accel_error_set(err, rc, "hwloc XML: out of memory converting it");
     return ACCEL_OK;
 }
 

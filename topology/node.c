@@ -485,18 +485,20 @@ static enum accel_err plan_gpu(const struct accel_topo *t, const struct accel_pl
         return rc;
     if (req->nproc > n) {
         if (req->gpus == NULL)
-            return accel_error_set(err, ACCEL_ELAYOUT,
-                                   "%u local ranks, but this node has %u GPUs (one rank per GPU)",
-                                   req->nproc, n);
-        return accel_error_set(err, ACCEL_ELAYOUT,
-                               "%u local ranks, but only %u GPUs are granted (\"%s\"; one rank "
-                               "per GPU)",
-                               req->nproc, n, req->gpus);
+            return accel_error_set(
+                err, ACCEL_ELAYOUT,
+                "placement: %u local ranks, but this node has %u GPUs (one rank per GPU)",
+                req->nproc, n);
+        return accel_error_set(
+            err, ACCEL_ELAYOUT,
+            "placement: %u local ranks, but only %u GPUs are granted (\"%s\"; one rank "
+            "per GPU)",
+            req->nproc, n, req->gpus);
     }
     order_picks(t, picks, n);
     rc = plan_alloc(out, req->nproc, false);
     if (rc != ACCEL_OK)
-        return accel_error_set(err, rc, "out of memory planning %u ranks", req->nproc);
+        return accel_error_set(err, rc, "placement: out of memory planning %u ranks", req->nproc);
     for (unsigned r = 0; r < req->nproc; r++) {
         struct accel_node_rank *k = &out->ranks[r];
 
@@ -510,7 +512,7 @@ static enum accel_err plan_gpu(const struct accel_topo *t, const struct accel_pl
     assign_nics(t, out);
     rc = assign_cpus(t, out, dom);
     if (rc != ACCEL_OK)
-        return accel_error_set(err, rc, "out of memory planning %u ranks", req->nproc);
+        return accel_error_set(err, rc, "placement: out of memory planning %u ranks", req->nproc);
     return ACCEL_OK;
 }
 
@@ -523,19 +525,20 @@ enum accel_err accel_topo_plan(const struct accel_topo *t, const struct accel_pl
     if (out != NULL)
         memset(out, 0, sizeof(*out));
     if (t == NULL || req == NULL || out == NULL)
-        return accel_error_set(err, ACCEL_EINVAL, "accel_topo_plan: NULL argument");
+        return accel_error_set(err, ACCEL_EINVAL, "placement: NULL argument");
     if (req->nproc == 0)
-        return accel_error_set(err, ACCEL_EINVAL, "no local ranks to place");
+        return accel_error_set(err, ACCEL_EINVAL, "placement: no local ranks to place");
     if (req->nproc > ACCEL_TOPO_MAX_RANKS)
-        return accel_error_set(err, ACCEL_ETOOBIG, "%u local ranks; the limit is %u", req->nproc,
-                               ACCEL_TOPO_MAX_RANKS);
+        return accel_error_set(err, ACCEL_ETOOBIG, "placement: %u local ranks; the limit is %u",
+                               req->nproc, ACCEL_TOPO_MAX_RANKS);
     dom = accel_calloc(req->nproc, sizeof(*dom));
     if (dom == NULL)
-        return accel_error_set(err, ACCEL_ENOMEM, "out of memory planning %u ranks", req->nproc);
+        return accel_error_set(err, ACCEL_ENOMEM, "placement: out of memory planning %u ranks",
+                               req->nproc);
     if (req->cpu_only || topo__gpus_none(req->gpus) || (t->ngpus == 0 && req->gpus == NULL)) {
         rc = plan_cpu(t, req->nproc, out, dom);
         if (rc != ACCEL_OK)
-            accel_error_set(err, rc, "out of memory planning %u ranks", req->nproc);
+            accel_error_set(err, rc, "placement: out of memory planning %u ranks", req->nproc);
     } else {
         rc = plan_gpu(t, req, out, dom, err);
     }

@@ -105,7 +105,8 @@ enum accel_err topo__nvml_apply(struct accel_topo *t, const struct topo__nvml_ap
     mat = accel_calloc((size_t)t->ngpus * t->ngpus, sizeof(*mat));
     sw = accel_calloc(t->ngpus, sizeof(*sw));
     if (dev == NULL || mat == NULL || sw == NULL) {
-        rc = accel_error_set(err, ACCEL_ENOMEM, "out of memory reading NVLink information");
+        rc = accel_error_set(err, ACCEL_ENOMEM,
+                             "topology: out of memory reading NVLink information");
         goto out;
     }
     for (unsigned g = 0; g < t->ngpus; g++) {

@@ -236,10 +236,11 @@ bool topo__switch_name_ok(const char *s, size_t n)
 
 /* ---------------------------------------------------------------- SLURM_TOPOLOGY_ADDR */
 
+/* kind: "address" or "pattern", what text is */
 static enum accel_err addr_fail(struct accel_error *err, enum accel_err code, size_t off,
-                                const char *what, const char *text)
+                                const char *what, const char *kind, const char *text)
 {
-    accel_error_set(err, code, "%s at byte %zu of '%.128s'", what, off + 1, text);
+    accel_error_set(err, code, "topology %s '%.128s': %s at byte %zu", kind, text, what, off + 1);
     if (err != NULL)
         err->column = (unsigned)off + 1;
     return code;
@@ -254,11 +255,11 @@ enum accel_err accel_switch_addr_parse(const char *addr, const char *pattern,
 
     memset(out, 0, sizeof(*out));
     if (addr == NULL || pattern == NULL || *addr == '\0' || *pattern == '\0')
-        return accel_error_set(err, ACCEL_EINVAL, "empty topology address or pattern");
+        return accel_error_set(err, ACCEL_EINVAL, "topology address: empty address or pattern");
     if (strnlen(addr, ACCEL_CLUSTER_MAX_ADDR + 1) > ACCEL_CLUSTER_MAX_ADDR ||
         strnlen(pattern, ACCEL_CLUSTER_MAX_ADDR + 1) > ACCEL_CLUSTER_MAX_ADDR)
         return accel_error_set(err, ACCEL_ETOOBIG,
-                               "topology address or pattern longer than %d bytes",
+                               "topology address: address or pattern longer than %d bytes",
                                ACCEL_CLUSTER_MAX_ADDR);
     /* the pattern: (switch|block).* node */
     for (p = pattern;; p = q + 1) {
@@ -267,21 +268,21 @@ enum accel_err accel_switch_addr_parse(const char *addr, const char *pattern,
         if (n == 4 && strncmp(p, "node", 4) == 0) {
             if (q != NULL)
                 return addr_fail(err, ACCEL_EINVAL, (size_t)(q - pattern),
-                                 "'node' must end the pattern", pattern);
+                                 "'node' must end the pattern", "pattern", pattern);
             break;
         }
         if (n == 0)
             return addr_fail(err, ACCEL_EINVAL, (size_t)(p - pattern), "empty word in pattern",
-                             pattern);
+                             "pattern", pattern);
         if (!((n == 6 && strncmp(p, "switch", 6) == 0) || (n == 5 && strncmp(p, "block", 5) == 0)))
             return addr_fail(err, ACCEL_EINVAL, (size_t)(p - pattern),
-                             "unknown word in pattern (switch, block, node)", pattern);
+                             "unknown word in pattern (switch, block, node)", "pattern", pattern);
         if (q == NULL)
             return addr_fail(err, ACCEL_EINVAL, (size_t)(p - pattern),
-                             "the pattern does not end in 'node'", pattern);
+                             "the pattern does not end in 'node'", "pattern", pattern);
         if (++levels > ACCEL_CLUSTER_MAX_DEPTH)
             return addr_fail(err, ACCEL_ETOOBIG, (size_t)(p - pattern), "too many switch levels",
-                             pattern);
+                             "pattern", pattern);
     }
     /* the address: one field per switch word, the rest is the node */
     p = addr;
@@ -289,24 +290,28 @@ enum accel_err accel_switch_addr_parse(const char *addr, const char *pattern,
         q = strchr(p, '.');
         if (q == NULL)
             return addr_fail(err, ACCEL_EINVAL, strlen(addr),
-                             "the address has fewer fields than its pattern", addr);
+                             "the address has fewer fields than its pattern", "address", addr);
         n = (size_t)(q - p);
         if (n == 0)
-            return addr_fail(err, ACCEL_EINVAL, (size_t)(p - addr), "empty switch name", addr);
+            return addr_fail(err, ACCEL_EINVAL, (size_t)(p - addr), "empty switch name", "address",
+                             addr);
         if (n > ACCEL_CLUSTER_MAX_NAME)
-            return addr_fail(err, ACCEL_ETOOBIG, (size_t)(p - addr), "switch name too long", addr);
+            return addr_fail(err, ACCEL_ETOOBIG, (size_t)(p - addr), "switch name too long",
+                             "address", addr);
         if (!topo__switch_name_ok(p, n))
-            return addr_fail(err, ACCEL_EINVAL, (size_t)(p - addr), "bad switch name", addr);
+            return addr_fail(err, ACCEL_EINVAL, (size_t)(p - addr), "bad switch name", "address",
+                             addr);
         memcpy(out->switches[i], p, n);
         p = q + 1;
     }
     n = strlen(p);
     if (n == 0)
-        return addr_fail(err, ACCEL_EINVAL, (size_t)(p - addr), "empty node name", addr);
+        return addr_fail(err, ACCEL_EINVAL, (size_t)(p - addr), "empty node name", "address", addr);
     if (n > ACCEL_CLUSTER_MAX_NAME)
-        return addr_fail(err, ACCEL_ETOOBIG, (size_t)(p - addr), "node name too long", addr);
+        return addr_fail(err, ACCEL_ETOOBIG, (size_t)(p - addr), "node name too long", "address",
+                         addr);
     if (!topo__switch_name_ok(p, n))
-        return addr_fail(err, ACCEL_EINVAL, (size_t)(p - addr), "bad node name", addr);
+        return addr_fail(err, ACCEL_EINVAL, (size_t)(p - addr), "bad node name", "address", addr);
     memcpy(out->node, p, n);
     out->nswitches = levels;
     return ACCEL_OK;
@@ -321,7 +326,7 @@ enum accel_err accel_switch_tree_add(struct accel_switch_tree *t, const struct a
     if (k == 0)
         return ACCEL_OK;
     if (k > ACCEL_CLUSTER_MAX_DEPTH || a->node[0] == '\0')
-        return accel_error_set(err, ACCEL_EINVAL, "malformed topology address");
+        return accel_error_set(err, ACCEL_EINVAL, "topology address: malformed");
     /* check everything first, so that a contradiction changes nothing */
     for (unsigned j = 0; j < k; j++) {
         const struct accel_switch *s;
@@ -361,26 +366,28 @@ enum accel_err accel_switch_tree_add(struct accel_switch_tree *t, const struct a
         if (idx[k - 1] != ACCEL_SWITCH_NONE && t->nodes[nd].leaf == idx[k - 1])
             return ACCEL_OK;
         return accel_error_set(err, ACCEL_ECONFIG,
-                               "node '%s' is under '%s' in the tree but under '%s' in its address",
+                               "node '%s': under '%s' in the tree but under '%s' in its address",
                                a->node, t->switches[t->nodes[nd].leaf].name, a->switches[k - 1]);
     }
     if (fresh > ACCEL_CLUSTER_MAX_SWITCHES - t->nswitches)
-        return accel_error_set(err, ACCEL_ETOOBIG, "more than %u switches",
+        return accel_error_set(err, ACCEL_ETOOBIG, "switch tree: more than %u switches",
                                ACCEL_CLUSTER_MAX_SWITCHES);
     if (t->nnodes == ACCEL_CLUSTER_MAX_NODES)
-        return accel_error_set(err, ACCEL_ETOOBIG, "more than %u nodes", ACCEL_CLUSTER_MAX_NODES);
+        return accel_error_set(err, ACCEL_ETOOBIG, "switch tree: more than %u nodes",
+                               ACCEL_CLUSTER_MAX_NODES);
     for (unsigned j = 0; j < k; j++) {
         uint32_t parent = j == 0 ? ACCEL_SWITCH_NONE : idx[j - 1];
         if (idx[j] != ACCEL_SWITCH_NONE)
             continue;
         if (topo__switch_add(t, a->switches[j], strlen(a->switches[j]), parent, j, 0, &idx[j]) !=
             ACCEL_OK)
-            return accel_error_set(err, ACCEL_ENOMEM, "out of memory");
+            return accel_error_set(err, ACCEL_ENOMEM, "switch tree: out of memory adding a switch");
         if (parent != ACCEL_SWITCH_NONE)
             t->switches[parent].children++;
     }
     leaf = idx[k - 1];
     if (topo__switch_add_node(t, a->node, leaf, 0) != ACCEL_OK)
-        return accel_error_set(err, ACCEL_ENOMEM, "out of memory");
+        return accel_error_set(err, ACCEL_ENOMEM, "switch tree: out of memory adding node '%s'",
+                               a->node);
     return ACCEL_OK;
 }

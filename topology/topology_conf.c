@@ -396,9 +396,10 @@ enum accel_err accel_switch_tree_parse(struct accel_switch_tree *t, const char *
     enum accel_err rc;
 
     if (t->nswitches != 0 || t->nnodes != 0)
-        return accel_error_set(err, ACCEL_EINVAL, "accel_switch_tree_parse needs an empty tree");
+        return accel_error_set(err, ACCEL_EINVAL,
+                               "switch tree: not empty; parsing needs an empty one");
     if (len > ACCEL_CLUSTER_MAX_FILE) {
-        rc = accel_error_set(err, ACCEL_ETOOBIG, "%s is larger than %u bytes", c.file,
+        rc = accel_error_set(err, ACCEL_ETOOBIG, "%s: larger than %u bytes", c.file,
                              ACCEL_CLUSTER_MAX_FILE);
         accel_error_at(err, c.file, 0, 0, NULL);
         return rc;
@@ -420,7 +421,8 @@ enum accel_err accel_switch_tree_load(struct accel_switch_tree *t, const char *p
     enum accel_err rc;
 
     if (t->nswitches != 0 || t->nnodes != 0)
-        return accel_error_set(err, ACCEL_EINVAL, "accel_switch_tree_load needs an empty tree");
+        return accel_error_set(err, ACCEL_EINVAL,
+                               "switch tree: not empty; loading needs an empty one");
     rc = accel_read_file(path, ACCEL_CLUSTER_MAX_FILE, &text, &len, err);
     if (rc != ACCEL_OK) {
         accel_error_at(err, path, 0, 0, NULL);

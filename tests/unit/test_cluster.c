@@ -602,7 +602,7 @@ TEST(addr_tree)
     ASSERT_INT_EQ(add(&t, "spine.leaf1.x.n5", "switch.switch.switch.node", &e), ACCEL_ECONFIG);
     ASSERT_CONTAINS(e.msg, "is a leaf");
     ASSERT_INT_EQ(add(&t, "spine.leaf2.n1", pat, &e), ACCEL_ECONFIG);
-    ASSERT_CONTAINS(e.msg, "'n1' is under 'leaf1' in the tree but under 'leaf2'");
+    ASSERT_CONTAINS(e.msg, "node 'n1': under 'leaf1' in the tree but under 'leaf2'");
     ASSERT_INT_EQ(add(&t, "a.a.n7", pat, &e), ACCEL_ECONFIG);
     ASSERT_INT_EQ(add(&t, "new.leaf1.n5", pat, &e), ACCEL_ECONFIG); /* new parent, old child */
     ASSERT_INT_EQ(t.nswitches, 3);
