@@ -320,10 +320,17 @@ fuzz-replay: $(FUZZ_REPLAY)
 	    $$f tests/fuzz/corpus/$$t tests/fuzz/regressions/$$t || exit 1; \
 	done
 
+# The library's error messages in their one form (CONTRIBUTING.md, "Messages
+# users see"): context: couldn't X: why.
+lint-messages:
+	$(Q)python3 tests/lint/messages.py
+.PHONY: lint-messages
+
 test: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory unit
 	$(Q)$(MAKE) --no-print-directory fuzz-replay
+	$(Q)$(MAKE) --no-print-directory lint-messages
 	$(Q)sh tests/cli/run.sh $(CLI)
 	$(Q)bash tests/ckpt/interop.sh $(BUILD)
 	$(Q)$(MAKE) --no-print-directory test-ckpt-faults
