@@ -525,142 +525,190 @@ static void pending_step(struct accel_comm *c, struct sock *s, struct pending *q
     q->fd = -1;
 }
 
-enum accel_err comm__sock_connect(struct accel_comm *c, struct sock *s, struct accel_error *err)
-{
-    double deadline = accel_now() + c->timeout_s;
+/* The handshake of comm__sock_connect: the links this rank opens, the
+ * connections it has accepted and not yet judged, and the refusals so far. */
+struct handshake {
+    double deadline;
     struct pending pend[MAX_PENDING];
+    size_t npend;
     struct link out[MAX_LINKS];
-    bool judged[MAX_LINKS] = {false};
-    size_t npend = 0, nout;
+    size_t nout;
+    bool judged[MAX_LINKS]; /* the expected links in, by slot */
+    int lfd;
+    enum accel_err refused_rc; /* the first refusal of one of our links */
+    unsigned refused;          /* strangers refused */
+};
+
+/* Every link out answered and every link in judged (a rank that was refused
+ * waits only for the links in it must still answer). */
+static bool hs_done(struct accel_comm *c, struct sock *s, struct handshake *h)
+{
+    unsigned who = 0;
+    const char *addr = "";
+
+    for (size_t i = 0; i < h->nout; i++)
+        if (!h->out[i].answered)
+            return false;
+    return missing_in(c, s, h->judged, h->refused_rc != ACCEL_OK, &who, &addr) == NULL;
+}
+
+/* The deadline passed: names the rank that did not connect, or did not
+ * answer. */
+static enum accel_err hs_timeout(struct accel_comm *c, struct sock *s, struct handshake *h,
+                                 struct accel_error *err)
+{
+    unsigned who = 0;
+    const char *addr = "";
+
+    if (missing_in(c, s, h->judged, false, &who, &addr) != NULL)
+        return accel_error_set(err, ACCEL_ETIMEDOUT,
+                               "rank %u of %u: init: rank %u (%s) did not connect within "
+                               "%g s (%u strangers refused)",
+                               c->rank, c->size, who, addr, c->timeout_s, h->refused);
+    for (size_t i = 0; i < h->nout; i++)
+        if (!h->out[i].answered) {
+            who = h->out[i].peer;
+            addr = h->out[i].addr;
+            break;
+        }
+    return accel_error_set(err, ACCEL_ETIMEDOUT,
+                           "rank %u of %u: init: rank %u (%s) did not answer within %g s", c->rank,
+                           c->size, who, addr, c->timeout_s);
+}
+
+/* Our links, after a poll: hello out, verdict in.  A refusal is kept (the
+ * first one's error in err) and the handshake goes on; any other failure
+ * ends it. */
+static enum accel_err hs_links(struct accel_comm *c, struct sock *s, struct handshake *h,
+                               const struct pollfd *pfd, struct accel_error *err)
+{
+    for (size_t i = 0; i < h->nout; i++) {
+        bool was_refused = false;
+        struct accel_error lerr;
+        enum accel_err rc;
+
+        if (h->out[i].answered || pfd[i].revents == 0)
+            continue;
+        rc = link_step(c, s, &h->out[i], pfd[i].revents, h->deadline, &was_refused, &lerr);
+        if (rc != ACCEL_OK && !was_refused) {
+            if (err != NULL)
+                *err = lerr;
+            return rc;
+        }
+        if (was_refused && h->refused_rc == ACCEL_OK) {
+            h->refused_rc = rc;
+            if (err != NULL)
+                *err = lerr;
+        }
+    }
+    return ACCEL_OK;
+}
+
+/* The connections in, after a poll (pfd: the listener, then the pending
+ * ones): the hellos read and judged, a new connection accepted (its hello is
+ * read from the next round on), the finished ones dropped. */
+static void hs_accept(struct accel_comm *c, struct sock *s, struct handshake *h,
+                      const struct pollfd *pfd, size_t npolled)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < npolled; i++)
+        if (h->pend[i].fd >= 0 && (pfd[1 + i].revents & (POLLIN | POLLERR | POLLHUP)))
+            pending_step(c, s, &h->pend[i], h->judged, &h->refused, h->deadline);
+    if (pfd[0].revents & POLLIN) {
+        int fd = accept4(h->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd >= 0)
+            h->pend[h->npend++] = (struct pending){fd, 0, {0}};
+    }
+    for (size_t i = 0; i < h->npend; i++)
+        if (h->pend[i].fd >= 0)
+            h->pend[k++] = h->pend[i];
+    h->npend = k;
+}
+
+/* One round: a poll over our links, the listener and the pending
+ * connections, until the deadline. */
+static enum accel_err hs_round(struct accel_comm *c, struct sock *s, struct handshake *h,
+                               struct accel_error *err)
+{
+    struct pollfd pfd[MAX_LINKS + 1 + MAX_PENDING];
+    size_t np = 0, npolled = h->npend;
+    unsigned who = 0;
+    const char *addr = "";
+    int ms = accel_ms_left(h->deadline);
+    enum accel_err rc;
+    bool want_more = missing_in(c, s, h->judged, false, &who, &addr) != NULL;
+
+    if (ms == 0)
+        return hs_timeout(c, s, h, err);
+    for (size_t i = 0; i < h->nout; i++)
+        pfd[np++] = (struct pollfd){h->out[i].answered ? -1 : h->out[i].fd,
+                                    (short)(h->out[i].hello_sent ? POLLIN : POLLOUT), 0};
+    pfd[np++] = (struct pollfd){want_more && h->npend < MAX_PENDING ? h->lfd : -1, POLLIN, 0};
+    for (size_t i = 0; i < h->npend; i++)
+        pfd[np++] = (struct pollfd){h->pend[i].fd, POLLIN, 0};
+    if (poll(pfd, np, ms) < 0) {
+        if (errno == EINTR)
+            return ACCEL_OK;
+        return accel_error_sys(err, ACCEL_EIO, "rank %u of %u: init: poll", c->rank, c->size);
+    }
+    rc = hs_links(c, s, h, pfd, err);
+    if (rc != ACCEL_OK)
+        return rc;
+    hs_accept(c, s, h, pfd + h->nout, npolled);
+    return ACCEL_OK;
+}
+
+/* Publishes this rank's address, reads the others' and opens its links. */
+static enum accel_err hs_start(struct accel_comm *c, struct sock *s, struct handshake *h,
+                               struct accel_error *err)
+{
     char key[160];
-    int lfd = -1;
-    enum accel_err refused_rc = ACCEL_OK;
-    unsigned refused = 0;
     enum accel_err rc;
 
     s->next = (c->rank + 1) % c->size;
     s->prev = (c->rank + c->size - 1) % c->size;
-    nout = plan_links(c, s, out);
-    rc = listen_on(c, s, &lfd, err);
+    h->nout = plan_links(c, s, h->out);
+    rc = listen_on(c, s, &h->lfd, err);
     if (rc != ACCEL_OK)
         return rc;
     snprintf(key, sizeof(key), "%ssock/%u", c->prefix, c->rank);
     rc = accel_store_set(c->store, key, s->addr, strlen(s->addr), err);
     if (rc == ACCEL_OK)
         rc = read_addrs(c, s, err);
-    for (size_t i = 0; rc == ACCEL_OK && i < nout; i++)
-        rc = start_connect(c, out[i].addr, &out[i].fd, err);
-    if (rc != ACCEL_OK)
-        goto out;
+    for (size_t i = 0; rc == ACCEL_OK && i < h->nout; i++)
+        rc = start_connect(c, h->out[i].addr, &h->out[i].fd, err);
+    return rc;
+}
+
+enum accel_err comm__sock_connect(struct accel_comm *c, struct sock *s, struct accel_error *err)
+{
+    struct handshake h = {.deadline = accel_now() + c->timeout_s, .lfd = -1};
+    enum accel_err rc = hs_start(c, s, &h, err);
 
     /* Until every link this rank opens is answered and every link it expects
      * is in.  A rank that was refused still answers the hellos of the ranks
      * that link to it before it gives up, so that both sides of a mismatch
      * learn why. */
-    for (;;) {
-        struct pollfd pfd[MAX_LINKS + 1 + MAX_PENDING];
-        size_t np = 0, npolled = npend, open_out = 0;
-        unsigned who = 0;
-        const char *addr = "";
-        int ms;
-
-        for (size_t i = 0; i < nout; i++)
-            open_out += !out[i].answered;
-        if (open_out == 0 && missing_in(c, s, judged, refused_rc != ACCEL_OK, &who, &addr) == NULL)
-            break;
-        ms = accel_ms_left(deadline);
-        if (ms == 0) {
-            if (missing_in(c, s, judged, false, &who, &addr) != NULL) {
-                rc = accel_error_set(err, ACCEL_ETIMEDOUT,
-                                     "rank %u of %u: init: rank %u (%s) did not connect within "
-                                     "%g s (%u strangers refused)",
-                                     c->rank, c->size, who, addr, c->timeout_s, refused);
-            } else {
-                for (size_t i = 0; i < nout; i++)
-                    if (!out[i].answered) {
-                        who = out[i].peer;
-                        addr = out[i].addr;
-                        break;
-                    }
-                rc = accel_error_set(err, ACCEL_ETIMEDOUT,
-                                     "rank %u of %u: init: rank %u (%s) did not answer within %g s",
-                                     c->rank, c->size, who, addr, c->timeout_s);
-            }
-            goto out;
-        }
-        for (size_t i = 0; i < nout; i++)
-            pfd[np++] = (struct pollfd){out[i].answered ? -1 : out[i].fd,
-                                        (short)(out[i].hello_sent ? POLLIN : POLLOUT), 0};
-        pfd[np++] = (struct pollfd){
-            missing_in(c, s, judged, false, &who, &addr) != NULL && npend < MAX_PENDING ? lfd : -1,
-            POLLIN, 0};
-        for (size_t i = 0; i < npend; i++)
-            pfd[np++] = (struct pollfd){pend[i].fd, POLLIN, 0};
-        if (poll(pfd, np, ms) < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = accel_error_sys(err, ACCEL_EIO, "rank %u of %u: init: poll", c->rank, c->size);
-            goto out;
-        }
-        /* our links: hello out, verdict in */
-        for (size_t i = 0; i < nout; i++) {
-            bool was_refused = false;
-            struct accel_error lerr;
-
-            if (out[i].answered || pfd[i].revents == 0)
-                continue;
-            rc = link_step(c, s, &out[i], pfd[i].revents, deadline, &was_refused, &lerr);
-            if (rc != ACCEL_OK && !was_refused) {
-                if (err != NULL)
-                    *err = lerr;
-                goto out;
-            }
-            if (was_refused && refused_rc == ACCEL_OK) {
-                refused_rc = rc;
-                if (err != NULL)
-                    *err = lerr;
-            }
-            rc = ACCEL_OK;
-        }
-        /* the hellos of the connections polled */
-        for (size_t i = 0; i < npolled; i++)
-            if (pend[i].fd >= 0 && (pfd[nout + 1 + i].revents & (POLLIN | POLLERR | POLLHUP)))
-                pending_step(c, s, &pend[i], judged, &refused, deadline);
-        /* a new connection: its hello is read from the next round on */
-        if (pfd[nout].revents & POLLIN) {
-            int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-            if (fd >= 0)
-                pend[npend++] = (struct pending){fd, 0, {0}};
-        }
-        /* drop the finished ones */
-        {
-            size_t k = 0;
-            for (size_t i = 0; i < npend; i++)
-                if (pend[i].fd >= 0)
-                    pend[k++] = pend[i];
-            npend = k;
+    while (rc == ACCEL_OK && !hs_done(c, s, &h))
+        rc = hs_round(c, s, &h, err);
+    if (rc == ACCEL_OK && h.refused_rc != ACCEL_OK)
+        rc = h.refused_rc;
+    if (rc == ACCEL_OK) { /* the links opened here take their places */
+        s->next_fd = h.out[0].fd;
+        h.out[0].fd = -1;
+        for (size_t i = 1; i < h.nout; i++) {
+            s->cube_fd[h.out[i].channel - 1] = h.out[i].fd;
+            h.out[i].fd = -1;
         }
     }
-    if (refused_rc != ACCEL_OK) {
-        rc = refused_rc;
-        goto out;
-    }
-    /* the links opened here take their places */
-    s->next_fd = out[0].fd;
-    out[0].fd = -1;
-    for (size_t i = 1; i < nout; i++) {
-        s->cube_fd[out[i].channel - 1] = out[i].fd;
-        out[i].fd = -1;
-    }
-    rc = ACCEL_OK;
-out:
-    for (size_t i = 0; i < npend; i++)
-        close(pend[i].fd);
-    for (size_t i = 0; i < nout; i++)
-        if (out[i].fd >= 0)
-            close(out[i].fd);
-    if (lfd >= 0)
-        close(lfd);
+    for (size_t i = 0; i < h.npend; i++)
+        close(h.pend[i].fd);
+    for (size_t i = 0; i < h.nout; i++)
+        if (h.out[i].fd >= 0)
+            close(h.out[i].fd);
+    if (h.lfd >= 0)
+        close(h.lfd);
     if (rc != ACCEL_OK)
         comm__sock_close(s);
     return rc;

@@ -45,13 +45,10 @@
  * Each exchange opens with the operation's header on both sides, so ranks
  * that call different operations fail with ACCEL_EINVAL; a partner that
  * closes or fails gives ACCEL_EPEER, one that stops ACCEL_ETIMEDOUT, each
- * through comm__sock_fail (every rank learns of it).
+ * through comm__sock_fail (every rank learns of it).  socket_pump.c moves
+ * the bytes, as it does the ring's.
  */
-#define _GNU_SOURCE /* POLLRDHUP */
-#include <errno.h>
-#include <poll.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "accel/alloc.h"
 #include "dtype_int.h"
@@ -94,122 +91,83 @@ struct xchg {
     void *ctx;
 };
 
+/* The pump's view of one exchange: bytes sent and received so far, and how
+ * much of the current piece has landed. */
+struct xstate {
+    const struct xchg *x;
+    size_t so, ro, fill;
+};
+
+static enum sock_span x_tx_span(void *ctx, struct sock_pump *pump, char **buf, size_t *len)
+{
+    struct xstate *st = ctx;
+
+    (void)pump;
+    if (st->so == st->x->sbytes)
+        return SOCK_SPAN_END;
+    *buf = (char *)st->x->sbuf + st->so;
+    *len = st->x->sbytes - st->so;
+    return SOCK_SPAN_DATA;
+}
+
+static void x_tx_moved(void *ctx, size_t n)
+{
+    ((struct xstate *)ctx)->so += n;
+}
+
+static enum sock_span x_rx_span(void *ctx, struct sock_pump *pump, char **buf, size_t *len)
+{
+    struct xstate *st = ctx;
+    const struct xchg *x = st->x;
+    size_t left = x->rbytes - st->ro;
+
+    (void)pump;
+    if (left == 0)
+        return SOCK_SPAN_END;
+    if (x->sink == NULL) {
+        *buf = x->rbuf + st->ro;
+        *len = left;
+    } else {
+        *buf = x->rbuf + st->fill;
+        *len = x->piece - st->fill < left ? x->piece - st->fill : left;
+    }
+    return SOCK_SPAN_DATA;
+}
+
+/* With a sink, a piece that is whole (or the message's last) goes to it
+ * before the next one overwrites rbuf. */
+static void x_rx_moved(void *ctx, size_t n)
+{
+    struct xstate *st = ctx;
+    const struct xchg *x = st->x;
+
+    st->ro += n;
+    if (x->sink != NULL && ((st->fill += n) == x->piece || st->ro == x->rbytes)) {
+        x->sink(x->ctx, st->ro - st->fill, st->fill);
+        st->fill = 0;
+    }
+}
+
+/* One exchange with rank ^ (1 << x->d), both ways on one connection, paced
+ * by SOCK_CUBE_WINDOW (above). */
 static enum accel_err exchange(struct accel_comm *c, const struct xchg *x, struct accel_error *err)
 {
     struct sock *s = c->impl;
-    int fd = s->cube_fd[x->d];
-    unsigned peer = c->rank ^ (1u << x->d);
-    const char *addr = s->cube_addr[x->d];
-    const size_t hl = sizeof(*x->hdr);
-    struct sock_hdr hin;
-    size_t hs = 0, hr = 0, so = 0, ro = 0, fill = 0;
-    double deadline = accel_now() + c->timeout_s, idle_since = 0;
-    bool hup = false;
+    struct xstate st = {.x = x};
+    struct sock_stream end = {
+        .fd = s->cube_fd[x->d], .peer = c->rank ^ (1u << x->d), .addr = s->cube_addr[x->d]};
+    struct sock_pump pump = {.what = x->what,
+                             .hdr = x->hdr,
+                             .tx = end,
+                             .rx = end,
+                             .window = SOCK_CUBE_WINDOW,
+                             .tx_span = x_tx_span,
+                             .tx_moved = x_tx_moved,
+                             .rx_span = x_rx_span,
+                             .rx_moved = x_rx_moved,
+                             .ctx = &st};
 
-    for (;;) {
-        bool moved = false, tx_wait = false;
-        struct pollfd pfd;
-
-        while (hs < hl || so < x->sbytes) {
-            const char *src = hs < hl ? (const char *)x->hdr + hs : x->sbuf + so;
-            size_t len = hs < hl ? hl - hs : x->sbytes - so;
-            ssize_t got;
-
-            /* the window: no more than SOCK_CUBE_WINDOW bytes ahead of
-             * what has come in, while something is still to come */
-            if (hs == hl && ro < x->rbytes) {
-                if (so >= ro + SOCK_CUBE_WINDOW)
-                    break;
-                if (len > ro + SOCK_CUBE_WINDOW - so)
-                    len = ro + SOCK_CUBE_WINDOW - so;
-            }
-            got = send(fd, src, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-
-            if (got < 0) {
-                if (errno == EINTR)
-                    continue;
-                if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                    tx_wait = true;
-                    break;
-                }
-                return comm__sock_peer_error(c, err, x->what, peer, addr, errno);
-            }
-            moved = true;
-            if (hs < hl)
-                hs += (size_t)got;
-            else
-                so += (size_t)got;
-        }
-        while (hr < hl || ro < x->rbytes) {
-            char *dst;
-            size_t len;
-            ssize_t got;
-
-            if (hr < hl) {
-                dst = (char *)&hin + hr;
-                len = hl - hr;
-            } else if (x->sink == NULL) {
-                dst = x->rbuf + ro;
-                len = x->rbytes - ro;
-            } else {
-                dst = x->rbuf + fill;
-                len = x->piece - fill < x->rbytes - ro ? x->piece - fill : x->rbytes - ro;
-            }
-            got = recv(fd, dst, len, MSG_DONTWAIT);
-            if (got < 0) {
-                if (errno == EINTR)
-                    continue;
-                if (errno == EAGAIN || errno == EWOULDBLOCK)
-                    break;
-                return comm__sock_peer_error(c, err, x->what, peer, addr, errno);
-            }
-            if (got == 0)
-                return comm__sock_peer_error(c, err, x->what, peer, addr, 0);
-            moved = true;
-            if (hr < hl) {
-                hr += (size_t)got;
-                if (hr == hl && memcmp(&hin, x->hdr, hl) != 0)
-                    return comm__sock_mismatch(c, err, x->what, peer, &hin, x->hdr);
-                continue;
-            }
-            ro += (size_t)got;
-            if (x->sink != NULL && ((fill += (size_t)got) == x->piece || ro == x->rbytes)) {
-                x->sink(x->ctx, ro - fill, fill);
-                fill = 0;
-            }
-        }
-        if (hs == hl && so == x->sbytes && hr == hl && ro == x->rbytes)
-            return ACCEL_OK;
-        if (moved) {
-            idle_since = 0;
-            continue;
-        }
-        if (comm__sock_spin(s, &idle_since))
-            continue;
-        /* Nothing moved: wait for room or data.  The partner shuts its side
-         * only after the operation, so a hang-up while this exchange still
-         * needs it is a failure, seen by the next send or recv. */
-        if (accel_now() >= deadline)
-            return comm__sock_fail(c, err, x->what, ACCEL_ETIMEDOUT,
-                                   "no progress with rank %u (%s) within %g s", peer, addr,
-                                   c->timeout_s);
-        pfd.fd = fd;
-        pfd.events = (short)((tx_wait ? POLLOUT : 0) | (hr < hl || ro < x->rbytes ? POLLIN : 0) |
-                             (hup ? 0 : POLLRDHUP));
-        pfd.revents = 0;
-        if (poll(&pfd, 1, accel_ms_left(deadline)) < 0 && errno != EINTR)
-            return comm__sock_fail(c, err, x->what, ACCEL_EIO, "poll failed: %s", strerror(errno));
-        if (pfd.revents & (POLLERR | POLLNVAL)) {
-            int e = 0;
-            socklen_t el = sizeof(e);
-            (void)getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
-            return comm__sock_peer_error(c, err, x->what, peer, addr, e);
-        }
-        if (pfd.revents & POLLRDHUP)
-            hup = true; /* what is buffered can still be read; recv then says 0 */
-        if ((pfd.revents & POLLHUP) && hr == hl && ro == x->rbytes)
-            return comm__sock_peer_error(c, err, x->what, peer, addr, 0);
-    }
+    return comm__sock_pump(c, &pump, err);
 }
 
 /* ------------------------------------------------------------ all_reduce */

@@ -7,6 +7,8 @@
  *                  that the failure reaches every rank)
  *   socket_conn.c  setting the ring up: listen, publish, connect, hello
  *   socket_ring.c  the pipelined ring that runs every collective
+ *   socket_cube.c  the hypercube: the collectives of power-of-two sizes
+ *   socket_pump.c  the loop that moves the bytes of both
  *
  * Every rank holds two TCP connections: one to its next rank (rank + 1 mod
  * size), which it only writes, and one from its previous rank, which it only
@@ -106,6 +108,49 @@ static inline size_t comm__block_off(size_t count, unsigned n, unsigned b)
     size_t q = count / n, rem = count % n;
     return b * q + (b < rem ? b : rem);
 }
+
+/* socket_pump.c: one stream of an operation, what this rank sends or what it
+ * receives. */
+struct sock_stream {
+    int fd;
+    unsigned peer;    /* the rank at the other end */
+    const char *addr; /* its address, for messages */
+    size_t hdr;       /* header bytes moved */
+    size_t bytes;     /* data bytes moved */
+    bool ended;       /* header and data all moved (set it for a stream not used) */
+    bool wait;        /* this round: the socket would block */
+    bool hup;         /* rx: the other end hung up; what it sent may still be read */
+};
+
+/* What a span callback says: bytes to move now, nothing until the other
+ * stream has moved on, or the stream's end. */
+enum sock_span { SOCK_SPAN_DATA, SOCK_SPAN_BLOCKED, SOCK_SPAN_END };
+
+/* One operation for comm__sock_pump.  The caller fills what, hdr, tx and rx
+ * (fd, peer, addr; ended for a stream it does not use), window, the
+ * callbacks and ctx; the rest starts zeroed.  tx_span / rx_span give the
+ * next bytes to send or the place for the next bytes to land (*len > 0 with
+ * SOCK_SPAN_DATA); tx_moved / rx_moved say how many of them moved.  A
+ * callback that makes progress without moving bytes (an empty unit done)
+ * sets p->moved. */
+struct sock_pump {
+    const char *what;           /* the operation, for messages */
+    const struct sock_hdr *hdr; /* ours, sent first on tx */
+    struct sock_hdr hin;        /* the partner's, received first on rx */
+    struct sock_stream tx, rx;
+    size_t window; /* data bytes tx may run ahead of rx while rx has not ended; 0 = no limit */
+    enum sock_span (*tx_span)(void *ctx, struct sock_pump *p, char **buf, size_t *len);
+    void (*tx_moved)(void *ctx, size_t n);
+    enum sock_span (*rx_span)(void *ctx, struct sock_pump *p, char **buf, size_t *len);
+    void (*rx_moved)(void *ctx, size_t n);
+    void *ctx;
+    bool moved; /* this round: progress */
+};
+
+/* Runs both streams of p to their ends, or fails the communicator (through
+ * comm__sock_fail) at c->timeout_s from now, on a hang-up, a socket error or
+ * a header that differs from ours. */
+enum accel_err comm__sock_pump(struct accel_comm *c, struct sock_pump *p, struct accel_error *err);
 
 /* socket_conn.c: listens, publishes this rank's address under c->prefix,
  * connects to the next rank and accepts the previous one, each checked with

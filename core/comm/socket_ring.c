@@ -8,7 +8,7 @@
  * r-s-1 at step s and receives block r-s-2, adding its own values) and then
  * the all-gather steps (it sends block r-s and receives block r-s-1), chunk
  * by chunk.  Sends and receives are two ordered streams of such units that
- * run at once over non-blocking sockets and one poll(): a send waits only
+ * run at once (socket_pump.c moves their bytes): a send waits only
  * for the unit it forwards to have arrived, a reduce-scatter receive only for
  * the scratch slot it overwrites to have been sent, so neither big messages nor a slow
  * neighbour can deadlock the ring, and each rank keeps at most
@@ -30,8 +30,9 @@
  * the ring.
  *
  * A rank that finds nothing to do retries for s->spin_s (default 20 us),
- * yielding the CPU, before it sleeps in poll(): waking a sleeping process
- * costs more than the usual wait for a neighbour's next piece.
+ * yielding the CPU, before it sleeps in poll() (socket_pump.c): waking a
+ * sleeping process costs more than the usual wait for a neighbour's next
+ * piece.
  *
  * Broadcast is a pipelined chain root, root+1, ..., root-1 over the same
  * connections; barrier is an all-gather of one byte per rank.  Each
@@ -39,12 +40,8 @@
  * root) that the receiver compares with its own, so ranks that call
  * different operations fail with ACCEL_EINVAL instead of mixing data.
  */
-#define _GNU_SOURCE /* accept4, POLLRDHUP */
-#include <errno.h>
-#include <poll.h>
 #include <stdbool.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "accel/alloc.h"
 #include "dtype_int.h"
@@ -218,246 +215,113 @@ static bool recv_ready(const struct plan *p, size_t v, size_t nsent)
     return v < p->nc || nsent + p->nc > v;
 }
 
+/* The ring's state for the pump: where each stream is in its units. */
 struct side {
     size_t u;      /* units done */
     size_t off;    /* bytes of unit u done */
-    size_t hdr;    /* header bytes done */
     bool prepared; /* cur describes unit u */
     struct unit cur;
 };
-
-static enum accel_err peer_error(struct accel_comm *c, struct accel_error *err,
-                                 const struct plan *p, bool next, int e)
-{
-    struct sock *s = c->impl;
-
-    return comm__sock_peer_error(c, err, p->what, next ? s->next : s->prev,
-                                 next ? s->next_addr : s->prev_addr, e);
-}
-
-static int sock_error(int fd)
-{
-    int e = 0;
-    socklen_t len = sizeof(e);
-
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0)
-        return errno;
-    return e;
-}
-
-/* The two streams of one operation: what was sent to the next rank and
- * received from the previous one. */
 struct ring {
-    const struct sock_hdr *hdr; /* ours, sent first */
-    struct sock_hdr hin;        /* the previous rank's, checked against ours */
+    struct plan *p;
     struct side tx, rx;
-    bool do_tx, do_rx;
-    size_t txb, rxb;              /* data bytes sent and received */
-    bool moved, tx_wait, rx_wait; /* this round: progress; a stream would block */
 };
 
-/* Sends what can go now: the header, then each unit once its data is there. */
-static enum accel_err ring_send(struct accel_comm *c, struct plan *p, struct ring *g,
-                                struct accel_error *err)
+/* The next bytes to send: unit by unit, each once its data is there. */
+static enum sock_span ring_tx_span(void *ctx, struct sock_pump *pump, char **buf, size_t *len)
 {
-    struct sock *s = c->impl;
+    struct ring *g = ctx;
     struct side *tx = &g->tx;
 
-    while (g->do_tx) {
-        const char *src;
-        size_t len;
-        ssize_t got;
-
-        if (tx->hdr < sizeof(*g->hdr)) {
-            src = (const char *)g->hdr + tx->hdr;
-            len = sizeof(*g->hdr) - tx->hdr;
-        } else {
-            if (tx->u == p->nunits)
-                break;
-            if (!tx->prepared) {
-                /* an empty unit sends nothing and waits for nothing: done at
-                 * once, or a next rank that needed nothing more from us could
-                 * finish and half-close (its graceful free) while we wait,
-                 * and that FIN would read as a failure in ring_wait */
-                unit_at(p, tx->u, true, &tx->cur);
-                if (tx->cur.bytes > 0 && !send_ready(p, tx->u, g->rx.u))
-                    break;
-                tx->prepared = true;
-                tx->off = 0;
-            }
-            if (tx->off == tx->cur.bytes) {
-                tx->u++;
-                tx->prepared = false;
-                g->moved = true;
-                continue;
-            }
-            src = tx->cur.buf + tx->off;
-            len = tx->cur.bytes - tx->off;
-            /* all_gather: at most SOCK_RING_WINDOW bytes ahead of what came
-             * in (see the head of the file) */
-            if (p->kind == RING_ALL_GATHER && g->rx.u < p->nunits) {
-                if (g->txb >= g->rxb + SOCK_RING_WINDOW)
-                    break;
-                if (len > g->rxb + SOCK_RING_WINDOW - g->txb)
-                    len = g->rxb + SOCK_RING_WINDOW - g->txb;
-            }
+    for (;;) {
+        if (tx->u == g->p->nunits)
+            return SOCK_SPAN_END;
+        if (!tx->prepared) {
+            /* an empty unit sends nothing and waits for nothing: done at
+             * once, or a next rank that needed nothing more from us could
+             * finish and half-close (its graceful free) while we wait, and
+             * that FIN would read as a failure */
+            unit_at(g->p, tx->u, true, &tx->cur);
+            if (tx->cur.bytes > 0 && !send_ready(g->p, tx->u, g->rx.u))
+                return SOCK_SPAN_BLOCKED;
+            tx->prepared = true;
+            tx->off = 0;
         }
-        got = send(s->next_fd, src, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (got < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                g->tx_wait = true;
-                break;
-            }
-            return peer_error(c, err, p, true, errno);
-        }
-        g->moved = true;
-        if (tx->hdr < sizeof(*g->hdr)) {
-            tx->hdr += (size_t)got;
-        } else {
-            tx->off += (size_t)got;
-            g->txb += (size_t)got;
-        }
+        if (tx->off < tx->cur.bytes)
+            break;
+        tx->u++;
+        tx->prepared = false;
+        pump->moved = true;
     }
-    return ACCEL_OK;
+    *buf = tx->cur.buf + tx->off;
+    *len = tx->cur.bytes - tx->off;
+    return SOCK_SPAN_DATA;
 }
 
-/* Receives what has come: the header, checked, then each unit once its slot
- * is free. */
-static enum accel_err ring_recv(struct accel_comm *c, struct plan *p, struct ring *g,
-                                struct accel_error *err)
+static void ring_tx_moved(void *ctx, size_t n)
 {
-    struct sock *s = c->impl;
+    ((struct ring *)ctx)->tx.off += n;
+}
+
+/* Where the next bytes land: unit by unit, each once its slot is free; a
+ * unit all there is reduced (or stored) before the next. */
+static enum sock_span ring_rx_span(void *ctx, struct sock_pump *pump, char **buf, size_t *len)
+{
+    struct ring *g = ctx;
     struct side *rx = &g->rx;
 
-    while (g->do_rx) {
-        char *dst;
-        size_t len;
-        ssize_t got;
-
-        if (rx->hdr < sizeof(g->hin)) {
-            dst = (char *)&g->hin + rx->hdr;
-            len = sizeof(g->hin) - rx->hdr;
-        } else {
-            if (rx->u == p->nunits)
-                break;
-            if (!rx->prepared) {
-                if (!recv_ready(p, rx->u, g->tx.u))
-                    break;
-                unit_at(p, rx->u, false, &rx->cur);
-                rx->prepared = true;
-                rx->off = 0;
-            }
-            if (rx->off == rx->cur.bytes) {
-                unit_finish(p, &rx->cur);
-                rx->u++;
-                rx->prepared = false;
-                g->moved = true;
-                continue;
-            }
-            dst = rx->cur.buf + rx->off;
-            len = rx->cur.bytes - rx->off;
+    for (;;) {
+        if (rx->u == g->p->nunits)
+            return SOCK_SPAN_END;
+        if (!rx->prepared) {
+            if (!recv_ready(g->p, rx->u, g->tx.u))
+                return SOCK_SPAN_BLOCKED;
+            unit_at(g->p, rx->u, false, &rx->cur);
+            rx->prepared = true;
+            rx->off = 0;
         }
-        got = recv(s->prev_fd, dst, len, MSG_DONTWAIT);
-        if (got < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                g->rx_wait = true;
-                break;
-            }
-            return peer_error(c, err, p, false, errno);
-        }
-        if (got == 0)
-            return peer_error(c, err, p, false, 0);
-        g->moved = true;
-        if (rx->hdr < sizeof(g->hin)) {
-            rx->hdr += (size_t)got;
-            if (rx->hdr == sizeof(g->hin) && memcmp(&g->hin, g->hdr, sizeof(g->hin)) != 0)
-                return comm__sock_mismatch(c, err, p->what, s->prev, &g->hin, g->hdr);
-        } else {
-            rx->off += (size_t)got;
-            g->rxb += (size_t)got;
-        }
+        if (rx->off < rx->cur.bytes)
+            break;
+        unit_finish(g->p, &rx->cur);
+        rx->u++;
+        rx->prepared = false;
+        pump->moved = true;
     }
-    return ACCEL_OK;
+    *buf = rx->cur.buf + rx->off;
+    *len = rx->cur.bytes - rx->off;
+    return SOCK_SPAN_DATA;
 }
 
-/* Nothing moved: waits for room, data or a hang-up, until the deadline.  The
- * next rank never writes to us, so any event but POLLOUT on its connection
- * means it is gone.  The previous rank may legitimately close after its last
- * send, so a hang-up there only matters once we read (*prev_hup). */
-static enum accel_err ring_wait(struct accel_comm *c, struct plan *p, const struct ring *g,
-                                bool tx_done, bool rx_done, double deadline, bool *prev_hup,
-                                struct accel_error *err)
+static void ring_rx_moved(void *ctx, size_t n)
 {
-    struct sock *s = c->impl;
-    struct pollfd pfd[2];
-
-    pfd[0].fd = tx_done ? -1 : s->next_fd;
-    pfd[0].events = (short)(POLLRDHUP | (g->tx_wait ? POLLOUT : 0));
-    pfd[1].fd = rx_done || (*prev_hup && !g->rx_wait) ? -1 : s->prev_fd;
-    pfd[1].events = (short)((g->rx_wait ? POLLIN : 0) | (*prev_hup ? 0 : POLLRDHUP));
-    pfd[0].revents = pfd[1].revents = 0;
-    if (accel_now() >= deadline) {
-        bool blame_prev = !rx_done && (g->rx_wait || tx_done);
-        unsigned who = blame_prev ? s->prev : s->next;
-        return comm__sock_fail(c, err, p->what, ACCEL_ETIMEDOUT,
-                               "no progress with rank %u (%s) within %g s", who,
-                               blame_prev ? s->prev_addr : s->next_addr, c->timeout_s);
-    }
-    if (poll(pfd, 2, accel_ms_left(deadline)) < 0 && errno != EINTR)
-        return comm__sock_fail(c, err, p->what, ACCEL_EIO, "poll failed: %s", strerror(errno));
-    if (pfd[0].revents & (POLLERR | POLLHUP | POLLRDHUP | POLLNVAL))
-        return peer_error(c, err, p, true, sock_error(s->next_fd));
-    if (pfd[1].revents & (POLLERR | POLLNVAL))
-        return peer_error(c, err, p, false, sock_error(s->prev_fd));
-    if (pfd[1].revents & (POLLHUP | POLLRDHUP))
-        *prev_hup = true;
-    return ACCEL_OK;
+    ((struct ring *)ctx)->rx.off += n;
 }
 
-/* Runs the two streams of plan p to the end or to the deadline. */
+/* Runs the two streams of plan p to the end or to the deadline: sends go to
+ * the next rank, receives come from the previous one. */
 static enum accel_err ring_run(struct accel_comm *c, struct plan *p, const struct sock_hdr *hdr,
                                struct accel_error *err)
 {
     struct sock *s = c->impl;
-    struct ring g = {.hdr = hdr};
-    bool prev_hup = false;
-    double deadline = accel_now() + c->timeout_s, idle_since = 0;
-    enum accel_err rc;
+    struct ring g = {.p = p};
+    struct sock_pump pump = {.what = p->what,
+                             .hdr = hdr,
+                             .tx = {.fd = s->next_fd, .peer = s->next, .addr = s->next_addr},
+                             .rx = {.fd = s->prev_fd, .peer = s->prev, .addr = s->prev_addr},
+                             /* see the head of the file */
+                             .window = p->kind == RING_ALL_GATHER ? SOCK_RING_WINDOW : 0,
+                             .tx_span = ring_tx_span,
+                             .tx_moved = ring_tx_moved,
+                             .rx_span = ring_rx_span,
+                             .rx_moved = ring_rx_moved,
+                             .ctx = &g};
 
     if (p->kind == RING_BROADCAST) {
-        g.do_tx = mod((long long)p->r - p->root, p->n) + 1 < p->n;
-        g.do_rx = p->r != p->root;
-    } else {
-        g.do_tx = g.do_rx = true;
+        /* a chain: the root receives nothing, the last rank sends nothing */
+        pump.tx.ended = mod((long long)p->r - p->root, p->n) + 1 == p->n;
+        pump.rx.ended = p->r == p->root;
     }
-    for (;;) {
-        bool tx_done, rx_done;
-
-        g.moved = g.tx_wait = g.rx_wait = false;
-        if ((rc = ring_send(c, p, &g, err)) != ACCEL_OK ||
-            (rc = ring_recv(c, p, &g, err)) != ACCEL_OK)
-            return rc;
-        tx_done = !g.do_tx || (g.tx.hdr == sizeof(*hdr) && g.tx.u == p->nunits);
-        rx_done = !g.do_rx || (g.rx.hdr == sizeof(g.hin) && g.rx.u == p->nunits);
-        if (tx_done && rx_done)
-            return ACCEL_OK;
-        if (g.moved) {
-            idle_since = 0;
-            continue;
-        }
-        /* Retry for a few microseconds, yielding the CPU, before sleeping in
-         * poll(): the neighbour's data is usually a moment away, and waking a
-         * sleeping process costs more than that (most on a virtual machine).
-         * Bounded by s->spin_s, not a wait. */
-        if (comm__sock_spin(s, &idle_since))
-            continue;
-        if ((rc = ring_wait(c, p, &g, tx_done, rx_done, deadline, &prev_hup, err)) != ACCEL_OK)
-            return rc;
-    }
+    return comm__sock_pump(c, &pump, err);
 }
 
 /* Sets up the geometry of a ring plan and the working memory it needs. */
