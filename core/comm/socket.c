@@ -175,6 +175,7 @@ static void sock_free(struct accel_comm *c)
     accel_free(s->stage_in);
     accel_free(s->stage_out);
     accel_free(s->acc);
+    comm__sock_shm_free(s);
     accel_free(s);
     c->impl = NULL;
 }
@@ -199,7 +200,7 @@ static enum accel_err read_knobs(const struct accel_comm *c, struct sock *s, siz
                                  struct accel_error *err)
 {
     char who[64];
-    unsigned chunk = (unsigned)opts_chunk, buf, spin_us, cube_mem;
+    unsigned chunk = (unsigned)opts_chunk, buf, spin_us, cube_mem, shm;
     enum accel_err rc = ACCEL_OK;
 
     snprintf(who, sizeof(who), "rank %u of %u: init", c->rank, c->size);
@@ -217,8 +218,17 @@ static enum accel_err read_knobs(const struct accel_comm *c, struct sock *s, siz
     if (rc == ACCEL_OK)
         rc = accel_getenv_uint_or(who, "ACCELRUN_SOCKET_CUBE_MEM", 0, UINT_MAX,
                                   SOCK_DEFAULT_CUBE_MEM, &cube_mem, err);
+    if (rc == ACCEL_OK)
+        rc = accel_getenv_uint_or(who, "ACCELRUN_SOCKET_SHM_BYTES", 0, SOCK_SHM_MAX,
+                                  SOCK_SHM_DEFAULT, &shm, err);
+    if (rc == ACCEL_OK && shm != 0 && (shm < SOCK_SHM_MIN || (shm & (shm - 1)) != 0))
+        rc = accel_error_set(err, ACCEL_EINVAL,
+                             "%s: ACCELRUN_SOCKET_SHM_BYTES=%u must be 0 (off) or a power of two "
+                             "from %u to %u",
+                             who, shm, SOCK_SHM_MIN, SOCK_SHM_MAX);
     if (rc != ACCEL_OK)
         return rc;
+    s->shm_cap = shm;
     s->chunk_bytes = chunk & ~(size_t)7; /* whole fp32 and 16-bit elements */
     s->sockbuf = (int)buf;
     s->spin_s = spin_us * 1e-6;
@@ -255,10 +265,13 @@ enum accel_err comm__socket_init(struct accel_comm *c, const struct accel_comm_o
         return rc;
     }
     snprintf(s->ifaddr, sizeof(s->ifaddr), "%s", ifaddr);
+    comm__sock_host_key(s->host, sizeof(s->host));
     c->ops = &sock_ops;
     c->impl = s;
     if (c->size > 1) {
         rc = comm__sock_connect(c, s, err);
+        if (rc == ACCEL_OK)
+            rc = comm__sock_shm_setup(c, s, err);
         if (rc != ACCEL_OK) {
             sock_free(c);
             return rc;

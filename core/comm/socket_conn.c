@@ -3,16 +3,14 @@
  *
  * Each rank listens on an ephemeral TCP port of one address (opts->ifaddr,
  * else the local address the kernel would use to reach MASTER_ADDR, else the
- * loopback), publishes "host:port" under the communicator's prefix in the
- * store and reads its peers' addresses.  Its links: channel 0, the ring
- * (it connects to the next rank and accepts the previous one), and where the
- * hypercube is used (s->dims > 0), channel 1 + d for each dimension d, one
- * connection with rank ^ (1 << d) that the lower of the two ranks opens.
- * The connecting side opens with a hello (job nonce, communicator, channel,
- * ranks, size, hypercube limit); the accepting side answers with a verdict
- * and keeps only the links it expects: a stranger (another job, another
- * communicator, a wrong rank) is refused and the wait goes on.  Every rank
- * sends its hellos before it waits for anything, so the set-up cannot
+ * loopback), publishes "host:port" and its host key (socket_shm.c) under
+ * the communicator's prefix in the store and reads its peers' addresses.  Its links: channel 0, the
+ * ring (it connects to the next rank and accepts the previous one), and where the hypercube is used
+ * (s->dims > 0), channel 1 + d for each dimension d, one connection with rank ^ (1 << d) that the
+ * lower of the two ranks opens. The connecting side opens with a hello (job nonce, communicator,
+ * channel, ranks, size, hypercube limit); the accepting side answers with a verdict and keeps only
+ * the links it expects: a stranger (another job, another communicator, a wrong rank) is refused and
+ * the wait goes on.  Every rank sends its hellos before it waits for anything, so the set-up cannot
  * deadlock, and every wait is a poll() bounded by the deadline.  This file
  * does not move collective data (socket_ring.c and socket_cube.c do).
  */
@@ -244,12 +242,15 @@ static enum accel_err listen_on(struct accel_comm *c, struct sock *s, int *out,
 }
 
 /* Reads the published address of rank r into out. */
-static enum accel_err peer_addr(struct accel_comm *c, unsigned r, char *out, size_t size,
-                                struct accel_error *err)
+/* Rank r's "address host-key", as it published them: the address into out,
+ * and *same: whether its host key is ours. */
+static enum accel_err peer_addr(struct accel_comm *c, struct sock *s, unsigned r, char *out,
+                                size_t size, bool *same, struct accel_error *err)
 {
     char key[160];
     void *val = NULL;
-    size_t len = 0;
+    size_t len = 0, alen;
+    const char *sp;
     enum accel_err rc;
 
     snprintf(key, sizeof(key), "%ssock/%u", c->prefix, r);
@@ -262,13 +263,16 @@ static enum accel_err peer_addr(struct accel_comm *c, unsigned r, char *out, siz
     }
     if (rc != ACCEL_OK)
         return rc;
-    if (len == 0 || len >= size) {
+    sp = memchr(val, ' ', len);
+    alen = sp != NULL ? (size_t)(sp - (const char *)val) : len;
+    if (alen == 0 || alen >= size) {
         accel_free(val);
         return accel_error_set(err, ACCEL_EPEER, "rank %u of %u: init: bad address for rank %u",
                                c->rank, c->size, r);
     }
-    memcpy(out, val, len);
-    out[len] = '\0';
+    memcpy(out, val, alen);
+    out[alen] = '\0';
+    *same = sp != NULL && strcmp(sp + 1, s->host) == 0;
     accel_free(val);
     return ACCEL_OK;
 }
@@ -394,12 +398,14 @@ static enum verdict judge(const struct accel_comm *c, struct sock *s, const stru
 /* Reads the addresses of every peer this rank links with. */
 static enum accel_err read_addrs(struct accel_comm *c, struct sock *s, struct accel_error *err)
 {
-    enum accel_err rc = peer_addr(c, s->next, s->next_addr, sizeof(s->next_addr), err);
+    enum accel_err rc =
+        peer_addr(c, s, s->next, s->next_addr, sizeof(s->next_addr), &s->next_same, err);
 
     if (rc == ACCEL_OK)
-        rc = peer_addr(c, s->prev, s->prev_addr, sizeof(s->prev_addr), err);
+        rc = peer_addr(c, s, s->prev, s->prev_addr, sizeof(s->prev_addr), &s->prev_same, err);
     for (unsigned d = 0; rc == ACCEL_OK && d < s->dims; d++)
-        rc = peer_addr(c, partner(c, d), s->cube_addr[d], sizeof(s->cube_addr[d]), err);
+        rc = peer_addr(c, s, partner(c, d), s->cube_addr[d], sizeof(s->cube_addr[d]),
+                       &s->cube_same[d], err);
     return rc;
 }
 
@@ -663,7 +669,7 @@ static enum accel_err hs_round(struct accel_comm *c, struct sock *s, struct hand
 static enum accel_err hs_start(struct accel_comm *c, struct sock *s, struct handshake *h,
                                struct accel_error *err)
 {
-    char key[160];
+    char key[160], val[SOCK_ADDR_MAX + SOCK_HOST_MAX + 1];
     enum accel_err rc;
 
     s->next = (c->rank + 1) % c->size;
@@ -673,7 +679,8 @@ static enum accel_err hs_start(struct accel_comm *c, struct sock *s, struct hand
     if (rc != ACCEL_OK)
         return rc;
     snprintf(key, sizeof(key), "%ssock/%u", c->prefix, c->rank);
-    rc = accel_store_set(c->store, key, s->addr, strlen(s->addr), err);
+    snprintf(val, sizeof(val), "%s %s", s->addr, s->host);
+    rc = accel_store_set(c->store, key, val, strlen(val), err);
     if (rc == ACCEL_OK)
         rc = read_addrs(c, s, err);
     for (size_t i = 0; rc == ACCEL_OK && i < h->nout; i++)

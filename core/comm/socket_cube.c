@@ -167,6 +167,10 @@ static enum accel_err exchange(struct accel_comm *c, const struct xchg *x, struc
                              .rx_moved = x_rx_moved,
                              .ctx = &st};
 
+    if (s->cube_tx[x->d].ctl != NULL)
+        pump.tx.q = &s->cube_tx[x->d];
+    if (s->cube_rx[x->d].ctl != NULL)
+        pump.rx.q = &s->cube_rx[x->d];
     return comm__sock_pump(c, &pump, err);
 }
 

@@ -9,6 +9,7 @@
  *   socket_ring.c  the pipelined ring that runs every collective
  *   socket_cube.c  the hypercube: the collectives of power-of-two sizes
  *   socket_pump.c  the loop that moves the bytes of both
+ *   socket_shm.c   shared memory for the links within a host
  *
  * Every rank holds two TCP connections: one to its next rank (rank + 1 mod
  * size), which it only writes, and one from its previous rank, which it only
@@ -44,6 +45,27 @@
  * every step (socket_cube.c) */
 #define SOCK_CUBE_WHOLE (64u << 10)
 #define SOCK_RING_WINDOW (256u << 10) /* the ring's all_gather: socket_ring.c */
+/* bytes of a shared-memory queue (socket_shm.c): ACCELRUN_SOCKET_SHM_BYTES,
+ * a power of two; 0 turns the path off */
+#define SOCK_SHM_DEFAULT (1u << 20)
+#define SOCK_SHM_MIN (64u << 10)
+#define SOCK_SHM_MAX (256u << 20)
+#define SOCK_HOST_MAX 96 /* a host key and its NUL */
+
+/* socket_shm.c: one direction of a link within a host; ctl == NULL: the
+ * link moves its bytes over TCP. */
+struct shmq_ctl;
+struct shmq {
+    struct shmq_ctl *ctl;
+    char *data;
+    size_t cap;
+    bool producer;
+    uint64_t pos; /* ours: head (producer) or tail (consumer) */
+};
+struct sock_seg {
+    void *base;
+    size_t bytes;
+};
 
 struct sock {
     int next_fd, prev_fd;     /* -1 once closed */
@@ -67,6 +89,14 @@ struct sock {
     void *stage_in, *stage_out; /* one chunk each */
     float *acc;                 /* cube: fp32 partial sums of a 16-bit all_reduce */
     size_t acc_len;             /* elements allocated */
+    /* shared memory (socket_shm.c): the host key published with the address,
+     * which links stay within the host, their queues and segments */
+    char host[SOCK_HOST_MAX];
+    bool next_same, prev_same, cube_same[SOCK_MAX_DIMS];
+    size_t shm_cap; /* bytes of a queue; 0 = off */
+    struct shmq next_q, prev_q, cube_tx[SOCK_MAX_DIMS], cube_rx[SOCK_MAX_DIMS];
+    struct sock_seg seg[2 + SOCK_MAX_DIMS];
+    unsigned nseg;
 };
 
 /* What every rank of an operation must agree on; sent first on each
@@ -120,6 +150,7 @@ struct sock_stream {
     bool ended;       /* header and data all moved (set it for a stream not used) */
     bool wait;        /* this round: the socket would block */
     bool hup;         /* rx: the other end hung up; what it sent may still be read */
+    struct shmq *q;   /* the bytes go through shared memory; fd rings and watches */
 };
 
 /* What a span callback says: bytes to move now, nothing until the other
@@ -151,6 +182,24 @@ struct sock_pump {
  * comm__sock_fail) at c->timeout_s from now, on a hang-up, a socket error or
  * a header that differs from ours. */
 enum accel_err comm__sock_pump(struct accel_comm *c, struct sock_pump *p, struct accel_error *err);
+
+/* socket_shm.c.  The queue: write and read move up to len bytes (0: full,
+ * empty) and set *ring when the other side sleeps and must be rung (one byte
+ * on the link's TCP connection).  comm__shmq_sleep announces that this side
+ * will sleep in poll(); false if the queue moved meanwhile (do not sleep).
+ * comm__shmq_awake takes the announcement back after poll(). */
+size_t comm__shmq_write(struct shmq *q, const void *src, size_t len, bool *ring);
+size_t comm__shmq_read(struct shmq *q, void *dst, size_t len, bool *ring);
+bool comm__shmq_sleep(struct shmq *q);
+void comm__shmq_awake(struct shmq *q);
+/* This host's key (ACCELRUN_SOCKET_HOST, else the host name and boot id),
+ * one word. */
+void comm__sock_host_key(char *out, size_t size);
+/* After comm__sock_connect: a segment for each link within the host that
+ * both ends can map; the others stay on TCP.  Fails only with the store. */
+enum accel_err comm__sock_shm_setup(struct accel_comm *c, struct sock *s, struct accel_error *err);
+/* Unmaps the segments (the names are gone already). */
+void comm__sock_shm_free(struct sock *s);
 
 /* socket_conn.c: listens, publishes this rank's address under c->prefix,
  * connects to the next rank and accepts the previous one, each checked with

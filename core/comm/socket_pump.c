@@ -18,6 +18,10 @@
  * what it has received, while something is still to come (the reasons and
  * figures are at the heads of socket_ring.c and socket_cube.c).
  *
+ * A stream may go through a shared-memory queue instead of its socket
+ * (socket_shm.c, for ranks on one host): the same bytes, the same order;
+ * its socket then carries only doorbells and hang-ups.
+ *
  * Waiting: a round in which nothing moved retries for s->spin_s, yielding
  * the CPU, before it sleeps in poll() until the operation's deadline.
  * Hang-ups: a partner shuts its side of a connection only after an
@@ -49,6 +53,61 @@ static enum accel_err stream_error(struct accel_comm *c, const struct sock_pump 
                                    const struct sock_stream *st, int e, struct accel_error *err)
 {
     return comm__sock_peer_error(c, err, p->what, st->peer, st->addr, e);
+}
+
+/* One byte on the link's TCP connection wakes the other side (shared
+ * memory); if the socket is full of them, it is awake anyway. */
+static void doorbell(int fd)
+{
+    char b = 0;
+
+    (void)send(fd, &b, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* send() and recv() of a stream, over TCP or through its shared queue (the
+ * same contract: -1 with EAGAIN when it would block, 0 from recv at the
+ * end). */
+static ssize_t stream_send(struct sock_stream *st, const void *buf, size_t len)
+{
+    bool ring;
+    size_t n;
+
+    if (st->q == NULL)
+        return send(st->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    n = comm__shmq_write(st->q, buf, len, &ring);
+    if (ring)
+        doorbell(st->fd);
+    if (n == 0) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return (ssize_t)n;
+}
+
+static ssize_t stream_recv(struct sock_stream *st, void *buf, size_t len)
+{
+    bool ring;
+    size_t n;
+
+    if (st->q == NULL)
+        return recv(st->fd, buf, len, MSG_DONTWAIT);
+    n = comm__shmq_read(st->q, buf, len, &ring);
+    if (ring)
+        doorbell(st->fd);
+    if (n == 0 && !st->hup) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return (ssize_t)n; /* 0 after a hang-up: nothing more will come */
+}
+
+/* Reads the doorbells that woke us. */
+static void drain(int fd)
+{
+    char b[256];
+
+    while (recv(fd, b, sizeof(b), MSG_DONTWAIT) > 0)
+        ;
 }
 
 /* The data bytes that may go now, after the window. */
@@ -86,7 +145,7 @@ static enum accel_err pump_send(struct accel_comm *c, struct sock_pump *p, struc
             if (sp == SOCK_SPAN_BLOCKED || (len = paced(p, len)) == 0)
                 break;
         }
-        got = send(tx->fd, src, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        got = stream_send(tx, src, len);
         if (got < 0) {
             if (errno == EINTR)
                 continue;
@@ -132,7 +191,7 @@ static enum accel_err pump_recv(struct accel_comm *c, struct sock_pump *p, struc
             if (sp == SOCK_SPAN_BLOCKED)
                 break;
         }
-        got = recv(rx->fd, dst, len, MSG_DONTWAIT);
+        got = stream_recv(rx, dst, len);
         if (got < 0) {
             if (errno == EINTR)
                 continue;
@@ -157,6 +216,28 @@ static enum accel_err pump_recv(struct accel_comm *c, struct sock_pump *p, struc
     return ACCEL_OK;
 }
 
+/* A stream through shared memory that would block says it sleeps; false if
+ * its queue moved meanwhile (then this round does not sleep). */
+static bool announce(struct sock_stream *st)
+{
+    return st->q == NULL || !st->wait || st->ended || comm__shmq_sleep(st->q);
+}
+
+static void awake(struct sock_stream *st)
+{
+    if (st->q != NULL && st->wait && !st->ended)
+        comm__shmq_awake(st->q);
+}
+
+/* What poll() waits for on a stream's connection, as data or room: on TCP,
+ * the socket itself; through shared memory, the doorbell (bytes in). */
+static short want(const struct sock_stream *st, short tcp_event)
+{
+    if (!st->wait)
+        return 0;
+    return st->q != NULL ? POLLIN : tcp_event;
+}
+
 /* Nothing moved: waits for room, data or a hang-up until the deadline (see
  * the head of the file for what a hang-up means where). */
 static enum accel_err pump_wait(struct accel_comm *c, struct sock_pump *p, double deadline,
@@ -166,7 +247,7 @@ static enum accel_err pump_wait(struct accel_comm *c, struct sock_pump *p, doubl
     bool one = tx->fd == rx->fd;
     bool poll_rx = !rx->ended && (rx->wait || !rx->hup);
     struct pollfd pfd[2];
-    int nfd = 0, ti = -1, ri = -1;
+    int nfd = 0, ti = -1, ri = -1, n;
 
     if (accel_now() >= deadline) {
         const struct sock_stream *who = !rx->ended && (rx->wait || tx->ended) ? rx : tx;
@@ -177,7 +258,7 @@ static enum accel_err pump_wait(struct accel_comm *c, struct sock_pump *p, doubl
     if (!tx->ended) {
         ti = nfd++;
         pfd[ti].fd = tx->fd;
-        pfd[ti].events = (short)(POLLRDHUP | (tx->wait ? POLLOUT : 0));
+        pfd[ti].events = (short)(POLLRDHUP | want(tx, POLLOUT));
     }
     if (poll_rx) {
         if (one && ti >= 0) {
@@ -188,18 +269,27 @@ static enum accel_err pump_wait(struct accel_comm *c, struct sock_pump *p, doubl
             pfd[ri].events = 0;
         }
         /* after a hang-up, only the bytes before it are still of interest */
-        pfd[ri].events = (short)((pfd[ri].events & ~POLLRDHUP) | (rx->wait ? POLLIN : 0) |
-                                 (rx->hup ? 0 : POLLRDHUP));
+        pfd[ri].events =
+            (short)((pfd[ri].events & ~POLLRDHUP) | want(rx, POLLIN) | (rx->hup ? 0 : POLLRDHUP));
     }
     for (int i = 0; i < nfd; i++)
         pfd[i].revents = 0;
-    if (poll(pfd, (nfds_t)nfd, accel_ms_left(deadline)) < 0 && errno != EINTR)
+    if (!announce(tx) || !announce(rx)) {
+        awake(tx);
+        awake(rx);
+        return ACCEL_OK;
+    }
+    n = poll(pfd, (nfds_t)nfd, accel_ms_left(deadline));
+    awake(tx);
+    awake(rx);
+    if (n < 0 && errno != EINTR)
         return comm__sock_fail(c, err, p->what, ACCEL_EIO, "poll failed: %s", strerror(errno));
     for (int i = 0; i < nfd; i++) {
         short ev = pfd[i].revents;
-        /* reading is still to do on this connection: a hang-up waits for
-         * recv to drain what came before it */
+        /* reading is still to do on this connection: a hang-up waits until
+         * what came before it is read */
         bool draining = i == ri && !rx->ended;
+        bool shm = (i == ti && tx->q != NULL) || (i == ri && rx->q != NULL);
 
         if (ev & (POLLERR | POLLNVAL))
             return stream_error(c, p, i == ti ? tx : rx, sock_error(pfd[i].fd), err);
@@ -207,6 +297,8 @@ static enum accel_err pump_wait(struct accel_comm *c, struct sock_pump *p, doubl
             return stream_error(c, p, i == ti ? tx : rx, sock_error(pfd[i].fd), err);
         if (ev & (POLLHUP | POLLRDHUP))
             rx->hup = true;
+        if (shm && (ev & POLLIN))
+            drain(pfd[i].fd);
     }
     return ACCEL_OK;
 }

@@ -316,6 +316,10 @@ static enum accel_err ring_run(struct accel_comm *c, struct plan *p, const struc
                              .rx_moved = ring_rx_moved,
                              .ctx = &g};
 
+    if (s->next_q.ctl != NULL)
+        pump.tx.q = &s->next_q;
+    if (s->prev_q.ctl != NULL)
+        pump.rx.q = &s->prev_q;
     if (p->kind == RING_BROADCAST) {
         /* a chain: the root receives nothing, the last rank sends nothing */
         pump.tx.ended = mod((long long)p->r - p->root, p->n) + 1 == p->n;

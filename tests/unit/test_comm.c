@@ -11,7 +11,10 @@
  * mid-operation, a rank that never joins, a wrong job nonce, ranks that call
  * different operations.  Nothing here asserts a duration.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -212,7 +215,46 @@ struct spawn {
     rank_fn fn;
     void *arg;
     const char *rank0_cube_mem; /* ACCELRUN_SOCKET_CUBE_MEM of rank 0 only; NULL = as the others */
+    unsigned per_host;          /* ranks per "host" (ACCELRUN_SOCKET_HOST); 0 = all on one */
 };
+
+static uint64_t cube_mem = 16u << 20; /* as ACCELRUN_SOCKET_CUBE_MEM says */
+static int fail_res(struct result *res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The shared-memory segments this process has mapped (socket_shm.c names
+ * them accelrun.<uid>.<pid>.<n>; they are unlinked once both ends map them). */
+static unsigned mapped_segments(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    unsigned n = 0;
+
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        n += strstr(line, "/dev/shm/accelrun.") != NULL;
+    fclose(f);
+    return n;
+}
+
+/* The links of `rank` that stay within its host, so go through shared
+ * memory: the ring's two (next, previous) and, on the hypercube (a power of
+ * two, 4 or more, cube memory on), one per dimension. */
+static unsigned expected_segments(unsigned rank, unsigned n, unsigned per_host, bool cube)
+{
+    unsigned host = per_host ? rank / per_host : 0, k = 0;
+
+#define SAME(r) ((per_host ? (r) / per_host : 0) == host)
+    if (n < 2)
+        return 0;
+    k += SAME((rank + 1) % n);
+    k += SAME((rank + n - 1) % n);
+    if (cube && n >= 4 && (n & (n - 1)) == 0)
+        for (unsigned m = 1; m < n; m <<= 1)
+            k += SAME(rank ^ m);
+#undef SAME
+    return k;
+}
 
 static void child_main(const struct test_store_proc *w, const struct spawn *sp, unsigned rank,
                        int fd)
@@ -240,13 +282,25 @@ static void child_main(const struct test_store_proc *w, const struct spawn *sp, 
     accel_error_clear(&err);
     if (rank == 0 && sp->rank0_cube_mem != NULL)
         setenv("ACCELRUN_SOCKET_CUBE_MEM", sp->rank0_cube_mem, 1);
+    if (sp->per_host > 0) {
+        char host[32];
+        snprintf(host, sizeof(host), "host%u", rank / sp->per_host);
+        setenv("ACCELRUN_SOCKET_HOST", host, 1);
+    }
     res.code = accel_store_connect(&st, &o, &err);
     if (res.code == ACCEL_OK)
         res.code = accel_comm_init(&c, st, rank, sp->world, &co, &err);
-    if (res.code != ACCEL_OK)
+    if (res.code != ACCEL_OK) {
         snprintf(res.msg, sizeof(res.msg), "%s", err.msg);
-    else
+    } else if (sp->per_host > 0 &&
+               mapped_segments() !=
+                   expected_segments(rank, sp->world, sp->per_host, cube_mem > 0)) {
+        res.code = fail_res(&res, "rank %u: %u shared-memory segments mapped, %u expected", rank,
+                            mapped_segments(),
+                            expected_segments(rank, sp->world, sp->per_host, cube_mem > 0));
+    } else {
         res.code = sp->fn(c, st, sp->arg, &res);
+    }
     if (write(fd, &res, sizeof(res)) != (ssize_t)sizeof(res))
         _exit(3);
     accel_comm_free(c);
@@ -353,7 +407,6 @@ static float elem(const void *p, enum accel_dtype t, size_t i)
 }
 
 /* ACCELRUN_SOCKET_CUBE_MEM as the ranks of the running case see it. */
-static uint64_t cube_mem = 16u << 20;
 
 /* Whether a reduction of `total` elements in all (all_reduce: count;
  * reduce_scatter: n x recvcount) runs on the hypercube: its fp32 partial
@@ -412,7 +465,6 @@ static size_t rs_block(size_t i, size_t count, unsigned n)
 enum op { OP_AR, OP_RS, OP_AG, OP_BC, OP_N };
 static const char *const op_names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
 
-static int fail_res(struct result *res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail_res(struct result *res, const char *fmt, ...)
 {
     va_list ap;
@@ -613,6 +665,40 @@ TEST(world_8)
     world_all_ops(8);
 }
 
+/* The same operations, the same bits, with the ranks spread over "hosts"
+ * of 1, 2 and 4 ranks (ACCELRUN_SOCKET_HOST): TCP between them, shared
+ * memory within (each rank checks it mapped one segment per link within its
+ * host), so the TCP, shared-memory and mixed paths all meet the oracle. */
+static void world_layouts(unsigned n)
+{
+    static const unsigned per_host[] = {1, 2, 4};
+
+    for (size_t i = 0; i < sizeof(per_host) / sizeof(per_host[0]); i++) {
+        struct spawn sp = {n, 30, 0, NONCE, all_ops, NULL, NULL, per_host[i]};
+        struct result res[16];
+
+        test_note("%u ranks, %u per host", n, per_host[i]);
+        run_world(&sp, res);
+        expect_all_ok(res, n);
+    }
+}
+TEST(hosts_world_2)
+{
+    world_layouts(2);
+}
+TEST(hosts_world_3)
+{
+    world_layouts(3);
+}
+TEST(hosts_world_4)
+{
+    world_layouts(4);
+}
+TEST(hosts_world_8)
+{
+    world_layouts(8);
+}
+
 /* Bit-exact from run to run and whatever the chunk size: the same all_reduce
  * twice in one communicator and once in another with tiny chunks. */
 static int repeat_ar(struct accel_comm *c, struct accel_store *st, void *arg, struct result *res)
@@ -690,13 +776,54 @@ static int loop_ar(struct accel_comm *c, struct accel_store *st, void *arg, stru
     return rc;
 }
 
+/* The segments in /dev/shm named after process `pid` (socket_shm.c). */
+static unsigned segments_of(pid_t pid)
+{
+    char prefix[64];
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    unsigned n = 0;
+
+    snprintf(prefix, sizeof(prefix), "accelrun.%u.%ld.", (unsigned)getuid(), (long)pid);
+    if (d == NULL)
+        return 0;
+    while ((e = readdir(d)) != NULL)
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
+}
+
+/* A segment left by a process that is gone, as a crash between creating a
+ * segment and its peer's unlink would leave it; returns the dead pid. */
+static pid_t plant_stale_segment(void)
+{
+    char name[80];
+    pid_t pid = fork();
+    int fd;
+
+    ASSERT(pid >= 0);
+    if (pid == 0)
+        _exit(0);
+    ASSERT(waitpid(pid, NULL, 0) == pid);
+    snprintf(name, sizeof(name), "/accelrun.%u.%ld.0", (unsigned)getuid(), (long)pid);
+    fd = shm_open(name, O_RDWR | O_CREAT, 0600);
+    ASSERT(fd >= 0);
+    close(fd);
+    ASSERT_INT_EQ(segments_of(pid), 1);
+    return pid;
+}
+
+/* Rank 2 of 4 is killed in the middle of an all_reduce (the 4 ranks on one
+ * host: shared memory, its TCP connections for liveness): every other rank
+ * names it, and nothing is left in /dev/shm, neither by the crash nor by
+ * the earlier one planted before (the communicator's set-up sweeps it). */
 TEST(killed_rank_fails_the_others)
 {
     int notify[2];
     struct spawn sp = {4, 20, 0, NONCE, loop_ar, notify};
     struct test_store_proc w;
     struct result res[4];
-    pid_t pids[4];
+    pid_t pids[4], stale = plant_stale_segment();
     int fds[4];
     char b;
     struct pollfd pfd;
@@ -723,6 +850,9 @@ TEST(killed_rank_fails_the_others)
         ASSERT_CONTAINS(res[r].msg, "closed its connection");
     }
     ASSERT_INT_EQ(res[2].code, -1);
+    for (unsigned r = 0; r < 4; r++)
+        ASSERT_INT_EQ(segments_of(pids[r]), 0);
+    ASSERT_INT_EQ(segments_of(stale), 0);
 }
 
 static int never_reached(struct accel_comm *c, struct accel_store *st, void *arg,
@@ -1085,10 +1215,10 @@ TEST(argument_checks)
 TEST_LIST(T(f16_known_values), T(f16_round_trip_and_oracle), T(bf16_round_trip_and_oracle),
           T(kernels_reduce_once), T(world_1), T(world_2), T(world_3), T(world_4),
           T(world_4_ring_only), T(world_8_cube_small_ring_large), T(world_5), T(world_6),
-          T(world_7), T(world_8), T(bit_exact_across_runs_and_chunks),
-          T(killed_rank_fails_the_others), T(rank_that_never_joins_times_out),
-          T(stuck_rank_times_out), T(stuck_rank_times_out_on_the_hypercube),
-          T(wrong_nonce_is_refused), T(different_operations_are_refused),
-          T(different_operations_are_refused_on_the_hypercube), T(hypercube_limits_must_agree),
-          T(bad_tuning_variables_are_refused), T(split_by_color_and_key),
-          T(split_late_member_finishes_first), T(argument_checks))
+          T(world_7), T(world_8), T(hosts_world_2), T(hosts_world_3), T(hosts_world_4),
+          T(hosts_world_8), T(bit_exact_across_runs_and_chunks), T(killed_rank_fails_the_others),
+          T(rank_that_never_joins_times_out), T(stuck_rank_times_out),
+          T(stuck_rank_times_out_on_the_hypercube), T(wrong_nonce_is_refused),
+          T(different_operations_are_refused), T(different_operations_are_refused_on_the_hypercube),
+          T(hypercube_limits_must_agree), T(bad_tuning_variables_are_refused),
+          T(split_by_color_and_key), T(split_late_member_finishes_first), T(argument_checks))
