@@ -526,6 +526,7 @@ bench-run: bench-bins
 	$(Q)bash bench/slurm.sh $(SPANK_SO) $(CLI)
 	$(Q)bash bench/preflight.sh $(SPANK_SO) $(CLI)
 	$(Q)if [ -f bench/comm.sh ]; then bash bench/comm.sh $(BUILD); fi
+	$(Q)bash bench/comm_lab.sh $(SPANK_SO) $(BUILD)
 	$(Q)if [ -f bench/rendezvous.sh ]; then bash bench/rendezvous.sh $(BUILD); fi
 	$(Q)if [ -f bench/store_attack.sh ]; then bash bench/store_attack.sh $(BUILD); fi
 	$(Q)bash bench/train.sh $(BUILD)

@@ -1,7 +1,8 @@
 #!/bin/bash
 # bench/comm.sh: the socket backend's collectives against Open MPI on this
 # machine, in one run, as nccl-tests prints them (size, time, algbw, busbw;
-# GB = 1e9), with the ratio socket/Open MPI-over-TCP per size.
+# GB = 1e9), with the ratios socket/ompi-tcp and socket/ompi-sm per size
+# (the peer's time over ours: above 1, the socket backend is faster).
 #
 #   bash bench/comm.sh [BUILD]      (make bench-run calls it with the build folder)
 #
@@ -10,8 +11,9 @@
 #   socket    accelrun's ring over TCP on the loopback (one process per rank)
 #   ompi-tcp  Open MPI, the same transport: --mca pml ob1 --mca btl tcp,self
 #             --mca btl_tcp_if_include lo
-#   ompi-sm   Open MPI over shared memory (--mca btl vader,self): the local
-#             limit, not a peer on the same transport
+#   ompi-sm   Open MPI over shared memory (--mca btl vader,self), the peer of
+#             the socket backend's shared-memory path (ranks on one host
+#             use it unless ACCELRUN_SOCKET_SHM_BYTES=0)
 # busbw = algbw x 2(n-1)/n for all_reduce and x (n-1)/n for all_gather and
 # reduce_scatter.  Each configuration runs REPEAT times (default 3), best
 # time kept per size, peers interleaved, so that a noisy neighbour hurts both
@@ -75,10 +77,11 @@ for op in $ops; do
                 f = op == "all_reduce" ? 2 * (n - 1) / n : (n - 1) / n
                 printf "%10s | %-26s | %-26s | %-26s | %s\n", "", "socket", "ompi-tcp", "ompi-sm", "socket/"
                 printf "%10s | %10s %7s %7s | %10s %7s %7s | %10s %7s %7s | %s\n", "size(B)", "time(us)", "algbw", "busbw", \
-                    "time(us)", "algbw", "busbw", "time(us)", "algbw", "busbw", "ompi-tcp"
+                    "time(us)", "algbw", "busbw", "time(us)", "algbw", "busbw", "ompi-tcp ompi-sm"
                 for (i = 1; i <= k; i++) {
                     b = order[i]
                     r = (t[b] != "" && s[b] > 0) ? sprintf("%6.2fx", t[b] / s[b]) : "   -"
+                    r = r ((m[b] != "" && s[b] > 0) ? sprintf("  %6.2fx", m[b] / s[b]) : "   -")
                     printf "%10d | %s | %s | %s | %s\n", b, cols(s[b], b), cols(t[b], b), cols(m[b], b), r
                 }
                 if (skip != "") print "ompi-tcp, ompi-sm: SKIP: " skip
