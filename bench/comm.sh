@@ -1,20 +1,21 @@
 #!/bin/bash
 # bench/comm.sh: the socket backend's collectives against Open MPI on this
 # machine, in one run, as nccl-tests prints them (size, time, algbw, busbw;
-# GB = 1e9), with the ratios socket/ompi-tcp and socket/ompi-sm per size
-# (the peer's time over ours: above 1, the socket backend is faster).
+# GB = 1e9), with the ratios ompi-sm/socket (shm) and ompi-tcp/socket (tcp)
+# per size (the peer's time over ours: above 1, the socket backend is faster).
 #
 #   bash bench/comm.sh [BUILD]      (make bench-run calls it with the build folder)
 #
 # Peers, all fp32 sum, same sizes, same warm-up, same iteration counts, the
 # slowest rank's mean time (bench/comm.c and bench/mpi_allreduce.c):
-#   socket    accelrun's ring over TCP on the loopback (one process per rank)
-#   ompi-tcp  Open MPI, the same transport: --mca pml ob1 --mca btl tcp,self
-#             --mca btl_tcp_if_include lo
-#   ompi-sm   Open MPI over shared memory (--mca btl vader,self), the peer of
-#             the socket backend's shared-memory path (ranks on one host
-#             use it unless ACCELRUN_SOCKET_SHM_BYTES=0)
-# busbw = algbw x 2(n-1)/n for all_reduce and x (n-1)/n for all_gather and
+#   socket (shm)  accelrun's socket backend as a job on one host runs it:
+#                 shared memory between the ranks (one process per rank)
+#   ompi-sm       its peer, Open MPI over shared memory (--mca btl vader,self)
+#   socket (tcp)  the same with ACCELRUN_SOCKET_SHM_BYTES=0: TCP on the loopback
+#   ompi-tcp      its peer, Open MPI over the same transport: --mca pml ob1
+#                 --mca btl tcp,self --mca btl_tcp_if_include lo
+# (bench/comm_lab.sh measures TCP between two hosts of the Slurm lab.)
+# busbw (GB/s) = algbw x 2(n-1)/n for all_reduce and x (n-1)/n for all_gather and
 # reduce_scatter.  Each configuration runs REPEAT times (default 3), best
 # time kept per size, peers interleaved, so that a noisy neighbour hurts both
 # sides alike.  Environment: RANKS="2 4", OPS="all_reduce all_gather
@@ -52,9 +53,11 @@ echo "bench: collectives, socket backend vs Open MPI $(mpirun --version 2>/dev/n
 echo "       fp32 sum; time = mean over iterations of the slowest rank, best of $repeat runs; GB = 1e9"
 for op in $ops; do
     for n in $ranks; do
-        : >"$tmp/s" ; : >"$tmp/t" ; : >"$tmp/m"
+        : >"$tmp/s" ; : >"$tmp/u" ; : >"$tmp/t" ; : >"$tmp/m"
         for ((i = 0; i < repeat; i++)); do
             "$bin" --op "$op" --ranks "$n" --min "$min" --max "$max" >>"$tmp/s" || echo "comm.sh: socket run failed" >&2
+            ACCELRUN_SOCKET_SHM_BYTES=0 "$bin" --op "$op" --ranks "$n" --min "$min" --max "$max" >>"$tmp/u" ||
+                echo "comm.sh: socket (TCP) run failed" >&2
             if [ -z "$mpi_skip" ]; then
                 mpirun "${mpirun_args[@]}" -np "$n" "${tcp_args[@]}" "$mpibin" "$op" "$min" "$max" \
                     >>"$tmp/t" 2>>"$tmp/mpi.err" || echo "comm.sh: ompi-tcp run failed" >&2
@@ -62,30 +65,32 @@ for op in $ops; do
                     >>"$tmp/m" 2>>"$tmp/mpi.err" || echo "comm.sh: ompi-sm run failed" >&2
             fi
         done
-        best <"$tmp/s" >"$tmp/s.b"; best <"$tmp/t" >"$tmp/t.b"; best <"$tmp/m" >"$tmp/m.b"
+        for p in s u t m; do best <"$tmp/$p" >"$tmp/$p.b"; done
         echo
         echo "$op, $n ranks"
         awk -v n="$n" -v op="$op" -v skip="$mpi_skip" '
             FILENAME ~ /s\.b$/ {s[$3]=$4; order[++k]=$3}
+            FILENAME ~ /u\.b$/ {u[$3]=$4}
             FILENAME ~ /t\.b$/ {t[$3]=$4}
             FILENAME ~ /m\.b$/ {m[$3]=$4}
             function cols(us, b) {
-                if (us == "") return sprintf("%10s %7s %7s", "-", "-", "-")
-                return sprintf("%10.1f %7.2f %7.2f", us, b / us / 1e3, b / us / 1e3 * f)
+                if (us == "") return sprintf("%10s %6s", "-", "-")
+                return sprintf("%10.1f %6.2f", us, b / us / 1e3 * f)
             }
+            function ratio(peer, ours) { return (peer != "" && ours > 0) ? sprintf("%6.2fx", peer / ours) : "     -" }
             END {
                 f = op == "all_reduce" ? 2 * (n - 1) / n : (n - 1) / n
-                printf "%10s | %-26s | %-26s | %-26s | %s\n", "", "socket", "ompi-tcp", "ompi-sm", "socket/"
-                printf "%10s | %10s %7s %7s | %10s %7s %7s | %10s %7s %7s | %s\n", "size(B)", "time(us)", "algbw", "busbw", \
-                    "time(us)", "algbw", "busbw", "time(us)", "algbw", "busbw", "ompi-tcp ompi-sm"
+                printf "%10s | %-17s | %-17s | %-17s | %-17s | %s\n", "", "socket (shm)", "ompi-sm", "socket (tcp)", "ompi-tcp", "sm/shm tcp/tcp"
+                printf "%10s |", "size(B)"
+                for (j = 0; j < 4; j++) printf " %10s %6s |", "time(us)", "busbw"
+                printf "\n"
                 for (i = 1; i <= k; i++) {
                     b = order[i]
-                    r = (t[b] != "" && s[b] > 0) ? sprintf("%6.2fx", t[b] / s[b]) : "   -"
-                    r = r ((m[b] != "" && s[b] > 0) ? sprintf("  %6.2fx", m[b] / s[b]) : "   -")
-                    printf "%10d | %s | %s | %s | %s\n", b, cols(s[b], b), cols(t[b], b), cols(m[b], b), r
+                    printf "%10d | %s | %s | %s | %s | %s %s\n", b, cols(s[b], b), cols(m[b], b), cols(u[b], b), cols(t[b], b), \
+                        ratio(m[b], s[b]), ratio(t[b], u[b])
                 }
                 if (skip != "") print "ompi-tcp, ompi-sm: SKIP: " skip
-            }' "$tmp/s.b" "$tmp/t.b" "$tmp/m.b"
+            }' "$tmp/s.b" "$tmp/u.b" "$tmp/t.b" "$tmp/m.b"
     done
 done
 if [ -s "$tmp/mpi.err" ]; then
