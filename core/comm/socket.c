@@ -200,7 +200,7 @@ static enum accel_err read_knobs(const struct accel_comm *c, struct sock *s, siz
                                  struct accel_error *err)
 {
     char who[64];
-    unsigned chunk = (unsigned)opts_chunk, buf, spin_us, cube_mem, shm;
+    unsigned chunk = (unsigned)opts_chunk, buf, cube_mem;
     enum accel_err rc = ACCEL_OK;
 
     snprintf(who, sizeof(who), "rank %u of %u: init", c->rank, c->size);
@@ -213,25 +213,14 @@ static enum accel_err read_knobs(const struct accel_comm *c, struct sock *s, siz
     if (rc == ACCEL_OK)
         rc = accel_getenv_uint_or(who, "ACCELRUN_SOCKET_BUF", 0, SOCK_MAX_CHUNK, 0, &buf, err);
     if (rc == ACCEL_OK)
-        rc = accel_getenv_uint_or(who, "ACCELRUN_SOCKET_SPIN_US", 0, 1000000, SOCK_SPIN_US,
-                                  &spin_us, err);
-    if (rc == ACCEL_OK)
         rc = accel_getenv_uint_or(who, "ACCELRUN_SOCKET_CUBE_MEM", 0, UINT_MAX,
                                   SOCK_DEFAULT_CUBE_MEM, &cube_mem, err);
     if (rc == ACCEL_OK)
-        rc = accel_getenv_uint_or(who, "ACCELRUN_SOCKET_SHM_BYTES", 0, SOCK_SHM_MAX,
-                                  SOCK_SHM_DEFAULT, &shm, err);
-    if (rc == ACCEL_OK && shm != 0 && (shm < SOCK_SHM_MIN || (shm & (shm - 1)) != 0))
-        rc = accel_error_set(err, ACCEL_EINVAL,
-                             "%s: ACCELRUN_SOCKET_SHM_BYTES=%u must be 0 (off) or a power of two "
-                             "from %u to %u",
-                             who, shm, SOCK_SHM_MIN, SOCK_SHM_MAX);
+        rc = comm__sock_tune(s, who, err); /* what this rank chooses alone */
     if (rc != ACCEL_OK)
         return rc;
-    s->shm_cap = shm;
     s->chunk_bytes = chunk & ~(size_t)7; /* whole fp32 and 16-bit elements */
     s->sockbuf = (int)buf;
-    s->spin_s = spin_us * 1e-6;
     s->cube_mem = cube_mem;
     /* the hypercube where the size is a power of two, 4 or more */
     if (s->cube_mem > 0 && c->size >= 4 && c->size <= (1u << SOCK_MAX_DIMS) &&

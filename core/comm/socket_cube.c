@@ -149,7 +149,7 @@ static void x_rx_moved(void *ctx, size_t n)
 }
 
 /* One exchange with rank ^ (1 << x->d), both ways on one connection, paced
- * by SOCK_CUBE_WINDOW (above). */
+ * by s->cube_window (above). */
 static enum accel_err exchange(struct accel_comm *c, const struct xchg *x, struct accel_error *err)
 {
     struct sock *s = c->impl;
@@ -160,7 +160,7 @@ static enum accel_err exchange(struct accel_comm *c, const struct xchg *x, struc
                              .hdr = x->hdr,
                              .tx = end,
                              .rx = end,
-                             .window = SOCK_CUBE_WINDOW,
+                             .window = s->cube_window,
                              .tx_span = x_tx_span,
                              .tx_moved = x_tx_moved,
                              .rx_span = x_rx_span,

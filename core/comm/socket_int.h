@@ -32,22 +32,20 @@
 #define SOCK_MAX_CHUNK (64u << 20)
 #define SOCK_ROUND_CHUNKS 4u      /* chunks of a block in flight per step */
 #define SOCK_MIN_PIPE (64u << 10) /* smallest piece a mid-size block is cut into */
-#define SOCK_SPIN_US 20           /* default retry before poll() sleeps */
+#define SOCK_SPIN_US 20           /* retry before poll() sleeps: ranks sharing CPUs */
+#define SOCK_SPIN_US_OWN_CPU 50   /* the same, ranks with a CPU each */
 /* The hypercube (socket_cube.c): power-of-two communicators of 4 ranks or
  * more run all_reduce, reduce_scatter and all_gather over log2(size) direct
  * connections, one per dimension: all_gather always, the reductions when
  * their fp32 partial sums (half the message in fp32) fit in cube_mem bytes.  A rank sends at most
- * SOCK_CUBE_WINDOW bytes ahead of what it has received in an exchange. */
+ * s->cube_window bytes ahead of what it has received in an exchange. */
 #define SOCK_MAX_DIMS 16                  /* up to 65536 ranks */
 #define SOCK_DEFAULT_CUBE_MEM (16u << 20) /* ACCELRUN_SOCKET_CUBE_MEM */
-#define SOCK_CUBE_WINDOW (64u << 10)
 /* all_reduce messages up to this many bytes exchange the whole vector at
  * every step (socket_cube.c) */
 #define SOCK_CUBE_WHOLE (64u << 10)
-#define SOCK_RING_WINDOW (256u << 10) /* the ring's all_gather: socket_ring.c */
 /* bytes of a shared-memory queue (socket_shm.c): ACCELRUN_SOCKET_SHM_BYTES,
- * a power of two; 0 turns the path off */
-#define SOCK_SHM_DEFAULT (1u << 20)
+ * a power of two (the default: socket_tune.c); 0 turns the path off */
 #define SOCK_SHM_MIN (64u << 10)
 #define SOCK_SHM_MAX (256u << 20)
 #define SOCK_HOST_MAX 96 /* a host key and its NUL */
@@ -94,6 +92,9 @@ struct sock {
     char host[SOCK_HOST_MAX];
     bool next_same, prev_same, cube_same[SOCK_MAX_DIMS];
     size_t shm_cap; /* bytes of a queue; 0 = off */
+    /* pacing (socket_tune.c): bytes a stream may run ahead of what it
+     * received, the ring's all_gather and a hypercube exchange */
+    size_t ring_window, cube_window;
     struct shmq next_q, prev_q, cube_tx[SOCK_MAX_DIMS], cube_rx[SOCK_MAX_DIMS];
     struct sock_seg seg[2 + SOCK_MAX_DIMS];
     unsigned nseg;
@@ -200,6 +201,21 @@ void comm__sock_host_key(char *out, size_t size);
 enum accel_err comm__sock_shm_setup(struct accel_comm *c, struct sock *s, struct accel_error *err);
 /* Unmaps the segments (the names are gone already). */
 void comm__sock_shm_free(struct sock *s);
+
+/* socket_tune.c: what this rank chooses alone, from the machine (each an
+ * ACCELRUN_SOCKET_* default). */
+struct sock_tune {
+    size_t l2;                       /* bytes of one core's L2 cache */
+    size_t ring_window, cube_window; /* pacing, bytes */
+    size_t shm_bytes;                /* a shared-memory queue, bytes */
+    unsigned spin_us;
+    bool shared_cpus; /* more ranks on the host than CPUs here */
+};
+void comm__sock_tune_defaults(struct sock_tune *t);
+/* Sets s's spin, windows and shared-memory queue size: the defaults above,
+ * or ACCELRUN_SOCKET_SPIN_US, _WINDOW, _CUBE_WINDOW, _SHM_BYTES, each
+ * checked (an error names it after `who`).  0 for a window: no pacing. */
+enum accel_err comm__sock_tune(struct sock *s, const char *who, struct accel_error *err);
 
 /* socket_conn.c: listens, publishes this rank's address under c->prefix,
  * connects to the next rank and accepts the previous one, each checked with

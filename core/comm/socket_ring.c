@@ -21,7 +21,7 @@
  * partial sums travel as fp32 whatever the type, so a bf16 or fp16 result
  * is rounded once, at the last hop, after the division of avg.
  *
- * all_gather is paced: a rank sends at most SOCK_RING_WINDOW bytes beyond
+ * all_gather is paced: a rank sends at most s->ring_window bytes beyond
  * what it has received, as the hypercube does (socket_cube.c), which keeps
  * the bytes in flight in the caches (measured at 2 ranks: 16 MiB 4.1 ms ->
  * 2.6 ms; the reductions got slower with it, so they are not paced).  It
@@ -309,7 +309,7 @@ static enum accel_err ring_run(struct accel_comm *c, struct plan *p, const struc
                              .tx = {.fd = s->next_fd, .peer = s->next, .addr = s->next_addr},
                              .rx = {.fd = s->prev_fd, .peer = s->prev, .addr = s->prev_addr},
                              /* see the head of the file */
-                             .window = p->kind == RING_ALL_GATHER ? SOCK_RING_WINDOW : 0,
+                             .window = p->kind == RING_ALL_GATHER ? s->ring_window : 0,
                              .tx_span = ring_tx_span,
                              .tx_moved = ring_tx_moved,
                              .rx_span = ring_rx_span,

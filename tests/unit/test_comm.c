@@ -216,6 +216,7 @@ struct spawn {
     void *arg;
     const char *rank0_cube_mem; /* ACCELRUN_SOCKET_CUBE_MEM of rank 0 only; NULL = as the others */
     unsigned per_host;          /* ranks per "host" (ACCELRUN_SOCKET_HOST); 0 = all on one */
+    const char *rank0_shm;      /* ACCELRUN_SOCKET_SHM_BYTES of rank 0 only; NULL = as the others */
 };
 
 static uint64_t cube_mem = 16u << 20; /* as ACCELRUN_SOCKET_CUBE_MEM says */
@@ -282,6 +283,8 @@ static void child_main(const struct test_store_proc *w, const struct spawn *sp, 
     accel_error_clear(&err);
     if (rank == 0 && sp->rank0_cube_mem != NULL)
         setenv("ACCELRUN_SOCKET_CUBE_MEM", sp->rank0_cube_mem, 1);
+    if (rank == 0 && sp->rank0_shm != NULL)
+        setenv("ACCELRUN_SOCKET_SHM_BYTES", sp->rank0_shm, 1);
     if (sp->per_host > 0) {
         char host[32];
         snprintf(host, sizeof(host), "host%u", rank / sp->per_host);
@@ -682,6 +685,23 @@ static void world_layouts(unsigned n)
         expect_all_ok(res, n);
     }
 }
+/* Shared memory is a choice each rank makes alone: with it off on rank 0,
+ * its two links stay on TCP (no segment mapped anywhere), the others' too,
+ * and every operation still meets the oracle. */
+static int no_segments(struct accel_comm *c, struct accel_store *st, void *arg, struct result *res)
+{
+    if (mapped_segments() != 0)
+        return fail_res(res, "rank %u mapped %u segments", accel_comm_rank(c), mapped_segments());
+    return all_ops(c, st, arg, res);
+}
+TEST(shared_memory_off_on_one_rank)
+{
+    struct spawn sp = {2, 30, 0, NONCE, no_segments, NULL, NULL, 0, "0"};
+    struct result res[2];
+
+    run_world(&sp, res);
+    expect_all_ok(res, 2);
+}
 TEST(hosts_world_2)
 {
     world_layouts(2);
@@ -1039,10 +1059,11 @@ static int cube_limits_differ(struct accel_comm *c, struct accel_store *st, void
 /* A malformed tuning variable fails init, naming it. */
 TEST(bad_tuning_variables_are_refused)
 {
-    static const char *const bad[][2] = {{"ACCELRUN_SOCKET_SPIN_US", "20us"},
-                                         {"ACCELRUN_SOCKET_BUF", "-1"},
-                                         {"ACCELRUN_SOCKET_CHUNK", "1024"},
-                                         {"ACCELRUN_SOCKET_CUBE_MEM", "16M"}};
+    static const char *const bad[][2] = {
+        {"ACCELRUN_SOCKET_SPIN_US", "20us"},      {"ACCELRUN_SOCKET_BUF", "-1"},
+        {"ACCELRUN_SOCKET_CHUNK", "1024"},        {"ACCELRUN_SOCKET_CUBE_MEM", "16M"},
+        {"ACCELRUN_SOCKET_SHM_BYTES", "1000000"}, {"ACCELRUN_SOCKET_SHM_BYTES", "1024"},
+        {"ACCELRUN_SOCKET_WINDOW", "64k"},        {"ACCELRUN_SOCKET_CUBE_WINDOW", "999999999"}};
     struct spawn sp = {2, 5, 0, NONCE, cube_limits_differ, NULL, NULL};
     struct result res[2];
 
@@ -1215,10 +1236,11 @@ TEST(argument_checks)
 TEST_LIST(T(f16_known_values), T(f16_round_trip_and_oracle), T(bf16_round_trip_and_oracle),
           T(kernels_reduce_once), T(world_1), T(world_2), T(world_3), T(world_4),
           T(world_4_ring_only), T(world_8_cube_small_ring_large), T(world_5), T(world_6),
-          T(world_7), T(world_8), T(hosts_world_2), T(hosts_world_3), T(hosts_world_4),
-          T(hosts_world_8), T(bit_exact_across_runs_and_chunks), T(killed_rank_fails_the_others),
-          T(rank_that_never_joins_times_out), T(stuck_rank_times_out),
-          T(stuck_rank_times_out_on_the_hypercube), T(wrong_nonce_is_refused),
-          T(different_operations_are_refused), T(different_operations_are_refused_on_the_hypercube),
-          T(hypercube_limits_must_agree), T(bad_tuning_variables_are_refused),
-          T(split_by_color_and_key), T(split_late_member_finishes_first), T(argument_checks))
+          T(world_7), T(world_8), T(shared_memory_off_on_one_rank), T(hosts_world_2),
+          T(hosts_world_3), T(hosts_world_4), T(hosts_world_8), T(bit_exact_across_runs_and_chunks),
+          T(killed_rank_fails_the_others), T(rank_that_never_joins_times_out),
+          T(stuck_rank_times_out), T(stuck_rank_times_out_on_the_hypercube),
+          T(wrong_nonce_is_refused), T(different_operations_are_refused),
+          T(different_operations_are_refused_on_the_hypercube), T(hypercube_limits_must_agree),
+          T(bad_tuning_variables_are_refused), T(split_by_color_and_key),
+          T(split_late_member_finishes_first), T(argument_checks))
