@@ -668,23 +668,6 @@ TEST(world_8)
     world_all_ops(8);
 }
 
-/* The same operations, the same bits, with the ranks spread over "hosts"
- * of 1, 2 and 4 ranks (ACCELRUN_SOCKET_HOST): TCP between them, shared
- * memory within (each rank checks it mapped one segment per link within its
- * host), so the TCP, shared-memory and mixed paths all meet the oracle. */
-static void world_layouts(unsigned n)
-{
-    static const unsigned per_host[] = {1, 2, 4};
-
-    for (size_t i = 0; i < sizeof(per_host) / sizeof(per_host[0]); i++) {
-        struct spawn sp = {n, 30, 0, NONCE, all_ops, NULL, NULL, per_host[i]};
-        struct result res[16];
-
-        test_note("%u ranks, %u per host", n, per_host[i]);
-        run_world(&sp, res);
-        expect_all_ok(res, n);
-    }
-}
 /* Shared memory is a choice each rank makes alone: with it off on rank 0,
  * its two links stay on TCP (no segment mapped anywhere), the others' too,
  * and every operation still meets the oracle. */
@@ -702,22 +685,35 @@ TEST(shared_memory_off_on_one_rank)
     run_world(&sp, res);
     expect_all_ok(res, 2);
 }
-TEST(hosts_world_2)
+
+/* The same operations, the same bits, with the ranks spread over "hosts"
+ * of 1, 2 and 4 ranks (ACCELRUN_SOCKET_HOST): TCP between them, shared
+ * memory within (each rank checks it mapped one segment per link within its
+ * host), so the TCP, shared-memory and mixed paths all meet the oracle. */
+static void world_on_hosts(unsigned n, unsigned per_host)
 {
-    world_layouts(2);
+    struct spawn sp = {n, 30, 0, NONCE, all_ops, NULL, NULL, per_host};
+    struct result res[16];
+
+    run_world(&sp, res);
+    expect_all_ok(res, n);
 }
-TEST(hosts_world_3)
-{
-    world_layouts(3);
-}
-TEST(hosts_world_4)
-{
-    world_layouts(4);
-}
-TEST(hosts_world_8)
-{
-    world_layouts(8);
-}
+/* one case per world and host size, each within the harness's time */
+#define HOSTS_CASE(n, k)                                                                           \
+    TEST(hosts_##n##_by_##k)                                                                       \
+    {                                                                                              \
+        world_on_hosts(n, k);                                                                      \
+    }
+HOSTS_CASE(2, 1)
+HOSTS_CASE(2, 2)
+HOSTS_CASE(3, 1)
+HOSTS_CASE(3, 2)
+HOSTS_CASE(4, 1)
+HOSTS_CASE(4, 2)
+HOSTS_CASE(4, 4)
+HOSTS_CASE(8, 1)
+HOSTS_CASE(8, 2)
+HOSTS_CASE(8, 4)
 
 /* Bit-exact from run to run and whatever the chunk size: the same all_reduce
  * twice in one communicator and once in another with tiny chunks. */
@@ -1236,11 +1232,12 @@ TEST(argument_checks)
 TEST_LIST(T(f16_known_values), T(f16_round_trip_and_oracle), T(bf16_round_trip_and_oracle),
           T(kernels_reduce_once), T(world_1), T(world_2), T(world_3), T(world_4),
           T(world_4_ring_only), T(world_8_cube_small_ring_large), T(world_5), T(world_6),
-          T(world_7), T(world_8), T(shared_memory_off_on_one_rank), T(hosts_world_2),
-          T(hosts_world_3), T(hosts_world_4), T(hosts_world_8), T(bit_exact_across_runs_and_chunks),
-          T(killed_rank_fails_the_others), T(rank_that_never_joins_times_out),
-          T(stuck_rank_times_out), T(stuck_rank_times_out_on_the_hypercube),
-          T(wrong_nonce_is_refused), T(different_operations_are_refused),
-          T(different_operations_are_refused_on_the_hypercube), T(hypercube_limits_must_agree),
-          T(bad_tuning_variables_are_refused), T(split_by_color_and_key),
-          T(split_late_member_finishes_first), T(argument_checks))
+          T(world_7), T(world_8), T(shared_memory_off_on_one_rank), T(hosts_2_by_1),
+          T(hosts_2_by_2), T(hosts_3_by_1), T(hosts_3_by_2), T(hosts_4_by_1), T(hosts_4_by_2),
+          T(hosts_4_by_4), T(hosts_8_by_1), T(hosts_8_by_2), T(hosts_8_by_4),
+          T(bit_exact_across_runs_and_chunks), T(killed_rank_fails_the_others),
+          T(rank_that_never_joins_times_out), T(stuck_rank_times_out),
+          T(stuck_rank_times_out_on_the_hypercube), T(wrong_nonce_is_refused),
+          T(different_operations_are_refused), T(different_operations_are_refused_on_the_hypercube),
+          T(hypercube_limits_must_agree), T(bad_tuning_variables_are_refused),
+          T(split_by_color_and_key), T(split_late_member_finishes_first), T(argument_checks))
