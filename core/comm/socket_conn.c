@@ -220,7 +220,8 @@ static enum accel_err listen_on(struct accel_comm *c, struct sock *s, int *out,
         ((struct sockaddr_in6 *)&ss)->sin6_port = 0;
     fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return accel_error_sys(err, ACCEL_EIO, "rank %u of %u: init: socket", c->rank, c->size);
+        return accel_error_sys(err, ACCEL_EIO, "rank %u of %u: init: couldn't open a socket",
+                               c->rank, c->size);
     tune(s, fd); /* accepted connections inherit the buffer sizes */
     if (bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, MAX_PENDING) != 0) {
         char a[SOCK_ADDR_MAX];
@@ -232,7 +233,9 @@ static enum accel_err listen_on(struct accel_comm *c, struct sock *s, int *out,
     }
     len = sizeof(ss);
     if (getsockname(fd, (struct sockaddr *)&ss, &len) != 0) {
-        rc = accel_error_sys(err, ACCEL_EIO, "rank %u of %u: init: getsockname", c->rank, c->size);
+        rc = accel_error_sys(err, ACCEL_EIO,
+                             "rank %u of %u: init: couldn't read the address it listens on",
+                             c->rank, c->size);
         close(fd);
         return rc;
     }
@@ -309,12 +312,14 @@ static enum accel_err start_connect(struct accel_comm *c, const char *addr, int 
     fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         freeaddrinfo(ai);
-        return accel_error_sys(err, ACCEL_EIO, "rank %u of %u: init: socket", c->rank, c->size);
+        return accel_error_sys(err, ACCEL_EIO, "rank %u of %u: init: couldn't open a socket",
+                               c->rank, c->size);
     }
     tune(c->impl, fd);
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
-        enum accel_err e = accel_error_sys(err, ACCEL_EPEER, "rank %u of %u: init: connect to %s",
-                                           c->rank, c->size, addr);
+        enum accel_err e =
+            accel_error_sys(err, ACCEL_EPEER, "rank %u of %u: init: couldn't connect to %s",
+                            c->rank, c->size, addr);
         freeaddrinfo(ai);
         close(fd);
         return e;
@@ -477,7 +482,7 @@ static enum accel_err link_step(struct accel_comm *c, struct sock *s, struct lin
             if (n == 0)
                 errno = ECONNRESET;
             return accel_error_sys(err, ACCEL_EPEER,
-                                   "rank %u of %u: init: rank %u (%s) closed the connection",
+                                   "rank %u of %u: init: couldn't read the answer of rank %u (%s)",
                                    c->rank, c->size, l->peer, l->addr);
         }
         if (n > 0 && (l->reply_got += (size_t)n) == sizeof(l->rep)) {
@@ -656,7 +661,8 @@ static enum accel_err hs_round(struct accel_comm *c, struct sock *s, struct hand
     if (poll(pfd, np, ms) < 0) {
         if (errno == EINTR)
             return ACCEL_OK;
-        return accel_error_sys(err, ACCEL_EIO, "rank %u of %u: init: poll", c->rank, c->size);
+        return accel_error_sys(err, ACCEL_EIO, "rank %u of %u: init: couldn't wait for connections",
+                               c->rank, c->size);
     }
     rc = hs_links(c, s, h, pfd, err);
     if (rc != ACCEL_OK)
