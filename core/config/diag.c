@@ -115,15 +115,21 @@ void accel_diag_from_error(struct accel_diags *d, const struct accel_error *err)
 void accel_diag_format(const struct accel_diag *g, char *buf, size_t size)
 {
     char where[512];
+    const char *msg = g->msg;
+    size_t fl = strlen(g->file);
 
     if (g->line > 0)
         snprintf(where, sizeof(where), "%s:%u:%u: ", g->file, g->line, g->col);
-    else if (g->file[0] != '\0')
+    else if (fl > 0)
         snprintf(where, sizeof(where), "%s: ", g->file);
     else
         where[0] = '\0';
+    /* a message about the file as a whole names it first (fsutil.c: "PATH:
+     * couldn't open"): said once, in front */
+    if (g->line == 0 && fl > 0 && strncmp(msg, g->file, fl) == 0 && strncmp(msg + fl, ": ", 2) == 0)
+        msg += fl + 2;
     snprintf(buf, size, "%s%s: %s%s%s", where, accel_sev_name(g->sev), g->key,
-             g->key[0] ? ": " : "", g->msg);
+             g->key[0] ? ": " : "", msg);
 }
 
 enum accel_err accel_diags_first_error(const struct accel_diags *d, enum accel_err code,
