@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "accel/clock.h"
 #include "comm_int.h"
@@ -33,7 +34,7 @@
 #define SOCK_ROUND_CHUNKS 4u      /* chunks of a block in flight per step */
 #define SOCK_MIN_PIPE (64u << 10) /* smallest piece a mid-size block is cut into */
 #define SOCK_SPIN_US 20           /* retry before poll() sleeps: ranks sharing CPUs */
-#define SOCK_SPIN_US_OWN_CPU 50   /* the same, ranks with a CPU each */
+#define SOCK_SPIN_US_OWN_CPU 200  /* the same, ranks with a CPU each */
 /* The hypercube (socket_cube.c): power-of-two communicators of 4 ranks or
  * more run all_reduce, reduce_scatter and all_gather over log2(size) direct
  * connections, one per dimension: all_gather always, the reductions when
@@ -49,6 +50,9 @@
 #define SOCK_SHM_MIN (64u << 10)
 #define SOCK_SHM_MAX (256u << 20)
 #define SOCK_HOST_MAX 96 /* a host key and its NUL */
+/* a span of this many bytes or more goes across in one copy, where the
+ * consumer may read the producer's memory (socket_shm.c) */
+#define SOCK_CMA_MIN (32u << 10)
 
 /* socket_shm.c: one direction of a link within a host; ctl == NULL: the
  * link moves its bytes over TCP. */
@@ -58,7 +62,9 @@ struct shmq {
     char *data;
     size_t cap;
     bool producer;
-    uint64_t pos; /* ours: head (producer) or tail (consumer) */
+    uint64_t pos;     /* ours: head (producer) or tail (consumer) */
+    uint64_t reg_end; /* producer: the end of our region being read; 0 = none */
+    size_t reg_len;
 };
 struct sock_seg {
     void *base;
@@ -92,6 +98,7 @@ struct sock {
     char host[SOCK_HOST_MAX];
     bool next_same, prev_same, cube_same[SOCK_MAX_DIMS];
     size_t shm_cap; /* bytes of a queue; 0 = off */
+    bool cma;       /* single copy across processes where it works */
     /* pacing (socket_tune.c): bytes a stream may run ahead of what it
      * received, the ring's all_gather and a hypercube exchange */
     size_t ring_window, cube_window;
@@ -185,12 +192,16 @@ struct sock_pump {
 enum accel_err comm__sock_pump(struct accel_comm *c, struct sock_pump *p, struct accel_error *err);
 
 /* socket_shm.c.  The queue: write and read move up to len bytes (0: full,
- * empty) and set *ring when the other side sleeps and must be rung (one byte
- * on the link's TCP connection).  comm__shmq_sleep announces that this side
- * will sleep in poll(); false if the queue moved meanwhile (do not sleep).
+ * empty; read: -1 with errno when a single copy fails, ECONNRESET for a
+ * producer that is gone) and set *ring when the other side sleeps and must
+ * be rung (one byte on the link's TCP connection).  A write of
+ * SOCK_CMA_MIN bytes or more may leave them where they are for the
+ * consumer to read across: it then returns 0 until they have been read,
+ * and the same span must be offered again until it returns its length.  comm__shmq_sleep announces
+ * that this side will sleep in poll(); false if the queue moved meanwhile (do not sleep).
  * comm__shmq_awake takes the announcement back after poll(). */
 size_t comm__shmq_write(struct shmq *q, const void *src, size_t len, bool *ring);
-size_t comm__shmq_read(struct shmq *q, void *dst, size_t len, bool *ring);
+ssize_t comm__shmq_read(struct shmq *q, void *dst, size_t len, bool *ring);
 bool comm__shmq_sleep(struct shmq *q);
 void comm__shmq_awake(struct shmq *q);
 /* This host's key (ACCELRUN_SOCKET_HOST, else the host name and boot id),
@@ -212,9 +223,9 @@ struct sock_tune {
     bool shared_cpus; /* more ranks on the host than CPUs here */
 };
 void comm__sock_tune_defaults(struct sock_tune *t);
-/* Sets s's spin, windows and shared-memory queue size: the defaults above,
- * or ACCELRUN_SOCKET_SPIN_US, _WINDOW, _CUBE_WINDOW, _SHM_BYTES, each
- * checked (an error names it after `who`).  0 for a window: no pacing. */
+/* Sets s's spin, windows and shared-memory queue size and single copy: the
+ * defaults above, or ACCELRUN_SOCKET_SPIN_US, _WINDOW, _CUBE_WINDOW,
+ * _SHM_BYTES, _CMA, each checked (an error names it after `who`).  0 for a window: no pacing. */
 enum accel_err comm__sock_tune(struct sock *s, const char *who, struct accel_error *err);
 
 /* socket_conn.c: listens, publishes this rank's address under c->prefix,

@@ -87,18 +87,18 @@ static ssize_t stream_send(struct sock_stream *st, const void *buf, size_t len)
 static ssize_t stream_recv(struct sock_stream *st, void *buf, size_t len)
 {
     bool ring;
-    size_t n;
+    ssize_t got;
 
     if (st->q == NULL)
         return recv(st->fd, buf, len, MSG_DONTWAIT);
-    n = comm__shmq_read(st->q, buf, len, &ring);
+    got = comm__shmq_read(st->q, buf, len, &ring);
     if (ring)
         doorbell(st->fd);
-    if (n == 0 && !st->hup) {
+    if (got == 0 && !st->hup) {
         errno = EAGAIN;
         return -1;
     }
-    return (ssize_t)n; /* 0 after a hang-up: nothing more will come */
+    return got; /* 0 after a hang-up: nothing more will come */
 }
 
 /* Reads the doorbells that woke us. */
@@ -115,7 +115,9 @@ static size_t paced(const struct sock_pump *p, size_t len)
 {
     size_t room;
 
-    if (p->window == 0 || p->rx.ended)
+    /* shared memory: the queue bounds what is in flight, and a span
+     * offered for a single copy must be offered again unchanged */
+    if (p->window == 0 || p->rx.ended || p->tx.q != NULL)
         return len;
     room = p->rx.bytes + p->window > p->tx.bytes ? p->rx.bytes + p->window - p->tx.bytes : 0;
     return len < room ? len : room;

@@ -22,6 +22,16 @@
  * sleeps in poll() on the TCP connection; the other side rings only when it
  * takes the flag, so a busy queue makes no system calls.
  *
+ * Single copy: a span of SOCK_CMA_MIN bytes or more need not go through the
+ * queue.  The producer publishes where it is (a region: stream offset,
+ * length, address) and moves head past it; the consumer, on reaching it,
+ * reads it straight from the producer's memory into its destination
+ * (process_vm_readv) and moves tail; the producer counts the span as sent
+ * only then, so its buffer is never changed while it is read.  One region
+ * at a time.  It needs the consumer to be allowed to read the producer
+ * (the same user, no ptrace restriction): each side tries it at set-up on
+ * the token, and the queue it consumes says whether it may (cma).
+ *
  * Segments: the side that opened the TCP link creates one in /dev/shm
  * (shm_open, O_EXCL, mode 0600, named accelrun.<uid>.<pid>.<n>), writes a
  * random token in it and offers its name through the store; the other side
@@ -38,12 +48,14 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "accel/alloc.h"
@@ -60,6 +72,14 @@ struct shmq_ctl {
     _Alignas(CACHE_LINE) _Atomic uint64_t tail;    /* bytes read */
     _Alignas(CACHE_LINE) _Atomic uint32_t c_sleep; /* the consumer waits for data */
     _Alignas(CACHE_LINE) _Atomic uint32_t p_sleep; /* the producer waits for room */
+    /* single copy: the stream's bytes [reg_start, reg_start + reg_len) are
+     * at reg_addr in the producer (pid), not in the ring; written before
+     * head is released past them.  cma: set by the consumer once it has
+     * read the producer's memory at set-up. */
+    _Alignas(CACHE_LINE) _Atomic uint64_t reg_start;
+    _Atomic uint64_t reg_len, reg_addr;
+    _Atomic int32_t pid;
+    _Atomic uint32_t cma;
 };
 
 /* The head of a segment; the two queues' data follow it. */
@@ -82,57 +102,134 @@ static void q_bind(struct shmq *q, struct shm_head *h, unsigned i, bool producer
     q->cap = h->cap;
     q->producer = producer;
     q->pos = producer ? atomic_load(&q->ctl->head) : atomic_load(&q->ctl->tail);
+    q->reg_end = 0;
+    if (producer)
+        atomic_store(&q->ctl->pid, (int32_t)getpid());
 }
 
 /* ------------------------------------------------------------ the queue */
 
-size_t comm__shmq_write(struct shmq *q, const void *src, size_t len, bool *ring)
+/* After moving our counter: rings the other side if it said it sleeps. */
+static bool take_flag(_Atomic uint32_t *flag)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    return atomic_load_explicit(flag, memory_order_relaxed) != 0 && atomic_exchange(flag, 0) != 0;
+}
+
+/* Single copy: the bytes stay where they are (src, in this process) and
+ * the consumer reads them across (process_vm_readv); the span counts as
+ * sent once it has.  Returns 0 until then. */
+static size_t write_region(struct shmq *q, const void *src, size_t len, bool *ring)
 {
     uint64_t tail = atomic_load_explicit(&q->ctl->tail, memory_order_acquire);
-    size_t room = q->cap - (size_t)(q->pos - tail), n = len < room ? len : room;
-    size_t at = (size_t)(q->pos & (q->cap - 1)), first = q->cap - at < n ? q->cap - at : n;
+
+    if (q->reg_end != 0) { /* ours is out: read yet? */
+        if (tail < q->reg_end)
+            return 0;
+        q->reg_end = 0;
+        atomic_store_explicit(&q->ctl->reg_len, 0, memory_order_relaxed);
+        return q->reg_len;
+    }
+    (void)tail; /* ring bytes before it are read first: the consumer meets them in order */
+    atomic_store_explicit(&q->ctl->reg_start, q->pos, memory_order_relaxed);
+    atomic_store_explicit(&q->ctl->reg_addr, (uint64_t)(uintptr_t)src, memory_order_relaxed);
+    atomic_store_explicit(&q->ctl->reg_len, len, memory_order_relaxed);
+    q->pos += len;
+    q->reg_end = q->pos;
+    q->reg_len = len;
+    atomic_store_explicit(&q->ctl->head, q->pos, memory_order_release);
+    *ring = take_flag(&q->ctl->c_sleep);
+    return 0;
+}
+
+size_t comm__shmq_write(struct shmq *q, const void *src, size_t len, bool *ring)
+{
+    uint64_t tail;
+    size_t room, n, at, first;
 
     *ring = false;
+    if (q->reg_end != 0 ||
+        (len >= SOCK_CMA_MIN && atomic_load_explicit(&q->ctl->cma, memory_order_relaxed) != 0))
+        return write_region(q, src, len, ring);
+    tail = atomic_load_explicit(&q->ctl->tail, memory_order_acquire);
+    room = q->cap - (size_t)(q->pos - tail);
+    n = len < room ? len : room;
+    at = (size_t)(q->pos & (q->cap - 1));
+    first = q->cap - at < n ? q->cap - at : n;
     if (n == 0)
         return 0;
     memcpy(q->data + at, src, first);
     memcpy(q->data, (const char *)src + first, n - first);
     q->pos += n;
     atomic_store_explicit(&q->ctl->head, q->pos, memory_order_release);
-    atomic_thread_fence(memory_order_seq_cst);
-    *ring = atomic_load_explicit(&q->ctl->c_sleep, memory_order_relaxed) != 0 &&
-            atomic_exchange(&q->ctl->c_sleep, 0) != 0;
+    *ring = take_flag(&q->ctl->c_sleep);
     return n;
 }
 
-size_t comm__shmq_read(struct shmq *q, void *dst, size_t len, bool *ring)
+/* The consumer's side of write_region: reads the producer's bytes across.
+ * -1 with errno when it cannot (the producer is gone: ESRCH). */
+static ssize_t read_region(struct shmq *q, void *dst, size_t len)
+{
+    uint64_t start = atomic_load_explicit(&q->ctl->reg_start, memory_order_relaxed);
+    uint64_t rlen = atomic_load_explicit(&q->ctl->reg_len, memory_order_relaxed);
+    uint64_t addr = atomic_load_explicit(&q->ctl->reg_addr, memory_order_relaxed);
+    size_t n = len < start + rlen - q->pos ? len : (size_t)(start + rlen - q->pos);
+    struct iovec local = {dst, n};
+    struct iovec remote = {(void *)(uintptr_t)(addr + (q->pos - start)), n};
+    ssize_t got = process_vm_readv(atomic_load(&q->ctl->pid), &local, 1, &remote, 1, 0);
+
+    if (got < 0 && errno == ESRCH)
+        errno = ECONNRESET;
+    return got;
+}
+
+ssize_t comm__shmq_read(struct shmq *q, void *dst, size_t len, bool *ring)
 {
     uint64_t head = atomic_load_explicit(&q->ctl->head, memory_order_acquire);
-    size_t avail = (size_t)(head - q->pos), n = len < avail ? len : avail;
-    size_t at = (size_t)(q->pos & (q->cap - 1)), first = q->cap - at < n ? q->cap - at : n;
+    uint64_t start = atomic_load_explicit(&q->ctl->reg_start, memory_order_relaxed);
+    uint64_t rlen = atomic_load_explicit(&q->ctl->reg_len, memory_order_relaxed);
+    size_t avail, n, at, first;
+    ssize_t got;
 
     *ring = false;
-    if (n == 0)
+    if (head == q->pos)
         return 0;
-    memcpy(dst, q->data + at, first);
-    memcpy((char *)dst + first, q->data, n - first);
+    if (rlen > 0 && q->pos >= start && q->pos < start + rlen) {
+        got = read_region(q, dst, len);
+        if (got <= 0)
+            return got < 0 ? -1 : 0;
+        n = (size_t)got;
+    } else {
+        /* ring bytes, up to a region that starts further on */
+        avail = (size_t)((rlen > 0 && start > q->pos && start < head ? start : head) - q->pos);
+        n = len < avail ? len : avail;
+        at = (size_t)(q->pos & (q->cap - 1));
+        first = q->cap - at < n ? q->cap - at : n;
+        memcpy(dst, q->data + at, first);
+        memcpy((char *)dst + first, q->data, n - first);
+    }
     q->pos += n;
     atomic_store_explicit(&q->ctl->tail, q->pos, memory_order_release);
-    atomic_thread_fence(memory_order_seq_cst);
-    *ring = atomic_load_explicit(&q->ctl->p_sleep, memory_order_relaxed) != 0 &&
-            atomic_exchange(&q->ctl->p_sleep, 0) != 0;
-    return n;
+    *ring = take_flag(&q->ctl->p_sleep);
+    return (ssize_t)n;
 }
 
 bool comm__shmq_sleep(struct shmq *q)
 {
     _Atomic uint32_t *flag = q->producer ? &q->ctl->p_sleep : &q->ctl->c_sleep;
     uint64_t other;
+    bool moved;
 
     atomic_store(flag, 1);
     atomic_thread_fence(memory_order_seq_cst);
     other = q->producer ? atomic_load(&q->ctl->tail) : atomic_load(&q->ctl->head);
-    if (q->producer ? q->pos - other < q->cap : other != q->pos) {
+    if (!q->producer)
+        moved = other != q->pos;
+    else if (q->reg_end != 0)
+        moved = other >= q->reg_end; /* our region was read */
+    else
+        moved = q->pos - other < q->cap;
+    if (moved) {
         /* it moved meanwhile; if the other side took the flag, its doorbell
          * is on its way and the next poll() drains it */
         atomic_store(flag, 0);
@@ -279,6 +376,7 @@ static struct shm_head *seg_attach(const char *name, uint64_t token, size_t cap,
 struct shm_link {
     unsigned peer, channel;
     bool opener, same_host;
+    bool cma;             /* this rank may read the other's memory (ACCELRUN_SOCKET_CMA) */
     struct shmq *tx, *rx; /* NULL where the link carries nothing that way */
     struct shm_head *h;
     char name[80];
@@ -338,52 +436,81 @@ static enum accel_err get_word(struct accel_comm *c, const char *key, char *out,
     return ACCEL_OK;
 }
 
-/* The opener's offer: "name token cap queues", or "-" (no segment: the
- * link stays on TCP). */
+/* Single copy from the other side: whether this process can read `pid`'s
+ * mapping of the segment at `base` (process_vm_readv: the same user, and no
+ * ptrace restriction in the way), checked on the token both hold.  Where it
+ * can, the queue it consumes says so (cma), and the producer may leave its
+ * bytes where they are. */
+static void try_cma(struct shm_link *l, bool opener, long pid, unsigned long long base)
+{
+    unsigned i = opener ? 1 : 0; /* the queue this side consumes */
+    uint64_t t = 0;
+    struct iovec local = {&t, sizeof(t)};
+    struct iovec remote = {(void *)(uintptr_t)(base + offsetof(struct shm_head, token)), sizeof(t)};
+
+    if (!l->cma || i >= l->h->nq || pid <= 0 || pid == (long)getpid())
+        return;
+    if (process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof(t) &&
+        t == l->h->token)
+        atomic_store(&l->h->q[i].cma, 1);
+}
+
+/* The opener's offer: "name token cap queues pid base", or "-" (no
+ * segment: the link stays on TCP). */
 static enum accel_err offer(struct accel_comm *c, struct sock *s, struct shm_link *l,
                             struct accel_error *err)
 {
-    char k[200], v[160] = "-";
+    char k[200], v[200] = "-";
     unsigned nq = l->channel == 0 ? 1 : 2;
 
     if (s->shm_cap > 0)
         l->h = seg_create(s->shm_cap, nq, l->name, sizeof(l->name));
     if (l->h != NULL)
-        snprintf(v, sizeof(v), "%s %016llx %zu %u", l->name, (unsigned long long)l->h->token,
-                 s->shm_cap, nq);
+        snprintf(v, sizeof(v), "%s %016llx %zu %u %ld %llx", l->name,
+                 (unsigned long long)l->h->token, s->shm_cap, nq, (long)getpid(),
+                 (unsigned long long)(uintptr_t)l->h);
     offer_key(c, k, sizeof(k), false, c->rank, l->channel);
     return accel_store_set(c->store, k, v, strlen(v), err);
 }
 
 /* The other side: attaches to what was offered (a name of ours, a queue
- * size in bounds), and answers "1" or "0". */
+ * size in bounds), and answers "1 pid base" or "0". */
 static enum accel_err answer(struct accel_comm *c, struct sock *s, struct shm_link *l,
                              struct accel_error *err)
 {
-    char k[200], v[160], name[80];
-    unsigned long long token;
+    char k[200], v[200], name[80];
+    unsigned long long token, base;
     size_t cap;
     unsigned nq;
+    long pid;
     enum accel_err rc;
 
     offer_key(c, k, sizeof(k), false, l->peer, l->channel);
     if ((rc = get_word(c, k, v, sizeof(v), err)) != ACCEL_OK)
         return rc;
-    if (s->shm_cap > 0 && sscanf(v, "%79s %llx %zu %u", name, &token, &cap, &nq) == 4 &&
+    if (s->shm_cap > 0 &&
+        sscanf(v, "%79s %llx %zu %u %ld %llx", name, &token, &cap, &nq, &pid, &base) == 6 &&
         strncmp(name, "/" SHM_PREFIX, strlen("/" SHM_PREFIX)) == 0 &&
         strchr(name + 1, '/') == NULL && nq == (l->channel == 0 ? 1u : 2u) && cap >= SOCK_SHM_MIN &&
         cap <= SOCK_SHM_MAX && (cap & (cap - 1)) == 0)
         l->h = seg_attach(name, token, cap, nq);
-    if (l->h != NULL)
+    if (l->h != NULL) {
         link_bind(l);
+        try_cma(l, false, pid, base);
+        snprintf(v, sizeof(v), "1 %ld %llx", (long)getpid(), (unsigned long long)(uintptr_t)l->h);
+    } else {
+        snprintf(v, sizeof(v), "0");
+    }
     offer_key(c, k, sizeof(k), true, l->peer, l->channel);
-    return accel_store_set(c->store, k, l->h != NULL ? "1" : "0", 1, err);
+    return accel_store_set(c->store, k, v, strlen(v), err);
 }
 
 /* The opener again: binds if the other side took the segment, else drops it. */
 static enum accel_err settle(struct accel_comm *c, struct shm_link *l, struct accel_error *err)
 {
-    char k[200], v[8];
+    char k[200], v[64];
+    unsigned long long base;
+    long pid;
     enum accel_err rc;
 
     if (l->h == NULL)
@@ -391,8 +518,9 @@ static enum accel_err settle(struct accel_comm *c, struct shm_link *l, struct ac
     offer_key(c, k, sizeof(k), true, c->rank, l->channel);
     rc = get_word(c, k, v, sizeof(v), err);
     (void)shm_unlink(l->name); /* the other side's job; gone already if it did it */
-    if (rc == ACCEL_OK && strcmp(v, "1") == 0) {
+    if (rc == ACCEL_OK && sscanf(v, "1 %ld %llx", &pid, &base) == 2) {
         link_bind(l);
+        try_cma(l, true, pid, base);
         return ACCEL_OK;
     }
     munmap(l->h, seg_bytes(l->h->cap, l->h->nq));
@@ -409,8 +537,10 @@ enum accel_err comm__sock_shm_setup(struct accel_comm *c, struct sock *s, struct
     /* only the links within a host (both ends see the same), whatever this
      * rank's ACCELRUN_SOCKET_SHM: a side that has it off says no */
     for (unsigned i = 0; i < n; i++)
-        if (l[i].same_host)
-            l[k++] = l[i];
+        if (l[i].same_host) {
+            l[k] = l[i];
+            l[k++].cma = s->cma;
+        }
     if (k == 0)
         return ACCEL_OK;
     sweep();

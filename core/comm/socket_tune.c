@@ -92,7 +92,7 @@ void comm__sock_tune_defaults(struct sock_tune *t)
 enum accel_err comm__sock_tune(struct sock *s, const char *who, struct accel_error *err)
 {
     struct sock_tune t;
-    unsigned spin_us, shm, ring_w, cube_w;
+    unsigned spin_us, shm, ring_w, cube_w, cma;
     enum accel_err rc;
 
     comm__sock_tune_defaults(&t);
@@ -111,8 +111,11 @@ enum accel_err comm__sock_tune(struct sock *s, const char *who, struct accel_err
     if (rc == ACCEL_OK)
         rc = accel_getenv_uint_or(who, "ACCELRUN_SOCKET_CUBE_WINDOW", 0, SOCK_MAX_CHUNK,
                                   (unsigned)t.cube_window, &cube_w, err);
+    if (rc == ACCEL_OK)
+        rc = accel_getenv_uint_or(who, "ACCELRUN_SOCKET_CMA", 0, 1, 1, &cma, err);
     if (rc != ACCEL_OK)
         return rc;
+    s->cma = cma != 0;
     s->spin_s = spin_us * 1e-6;
     s->shm_cap = shm;
     s->ring_window = ring_w;

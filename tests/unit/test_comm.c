@@ -677,6 +677,22 @@ static int no_segments(struct accel_comm *c, struct accel_store *st, void *arg, 
         return fail_res(res, "rank %u mapped %u segments", accel_comm_rank(c), mapped_segments());
     return all_ops(c, st, arg, res);
 }
+/* Shared memory without single copy (ACCELRUN_SOCKET_CMA=0: every byte
+ * through the queues), on the ring and on the hypercube: the same bits. */
+static void world_copy_only(unsigned n)
+{
+    setenv("ACCELRUN_SOCKET_CMA", "0", 1);
+    world_all_ops(n);
+    unsetenv("ACCELRUN_SOCKET_CMA");
+}
+TEST(world_3_shared_memory_copy_only)
+{
+    world_copy_only(3);
+}
+TEST(world_4_shared_memory_copy_only)
+{
+    world_copy_only(4);
+}
 TEST(shared_memory_off_on_one_rank)
 {
     struct spawn sp = {2, 30, 0, NONCE, no_segments, NULL, NULL, 0, "0"};
@@ -1232,7 +1248,8 @@ TEST(argument_checks)
 TEST_LIST(T(f16_known_values), T(f16_round_trip_and_oracle), T(bf16_round_trip_and_oracle),
           T(kernels_reduce_once), T(world_1), T(world_2), T(world_3), T(world_4),
           T(world_4_ring_only), T(world_8_cube_small_ring_large), T(world_5), T(world_6),
-          T(world_7), T(world_8), T(shared_memory_off_on_one_rank), T(hosts_2_by_1),
+          T(world_7), T(world_8), T(world_3_shared_memory_copy_only),
+          T(world_4_shared_memory_copy_only), T(shared_memory_off_on_one_rank), T(hosts_2_by_1),
           T(hosts_2_by_2), T(hosts_3_by_1), T(hosts_3_by_2), T(hosts_4_by_1), T(hosts_4_by_2),
           T(hosts_4_by_4), T(hosts_8_by_1), T(hosts_8_by_2), T(hosts_8_by_4),
           T(bit_exact_across_runs_and_chunks), T(killed_rank_fails_the_others),
