@@ -19,7 +19,7 @@
 # (above 1: the socket backend is faster), with the spread of the ratios of
 # the runs.  Needs root and network namespaces, like the lab; prints SKIP
 # and why otherwise.  Environment: OPS, RANKS ("2 4"), MIN (1 MiB), MAX
-# (64 MiB), REPEAT.
+# (64 MiB), REPEAT; ACCELRUN_SOCKET_* reach the socket ranks.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=tests/slurm/lock.sh
@@ -87,7 +87,9 @@ for op in $ops; do
         : >"$tmp/s"
         : >"$tmp/m"
         for ((i = 0; i < repeat; i++)); do
+            # shellcheck disable=SC2046 # the caller's ACCELRUN_SOCKET_* tuning, word by word
             (cd "$home/comm-lab" && runuser -u "$user" -- env -i PATH=/usr/bin:/bin HOME="$home" \
+                $(env | grep '^ACCELRUN_SOCKET_[A-Z_]*=[0-9a-z]*$') \
                 srun -N2 -n"$n" --accel-config=cpu.yaml ./comm --env --op "$op" --min "$min" --max "$max") \
                 >"$tmp/s.$i" 2>>"$tmp/srun.err" || echo "comm_lab.sh: socket run failed (see below)" >&2
             cat "$tmp/s.$i" >>"$tmp/s"
