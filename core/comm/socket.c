@@ -1,6 +1,6 @@
 /*
  * socket.c: the `socket` backend's entry points (accel_comm_ops), its split,
- * and what happens when a collective fails.
+ * what happens when a collective fails, and how its connections close.
  *
  * A failure is made visible everywhere and named once.  The rank that sees it
  * first (a neighbour's connection closed or reset, or no progress by the
@@ -17,11 +17,14 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "accel/alloc.h"
 #include "accel/getenv.h"
@@ -156,6 +159,72 @@ static enum accel_err sock_sync(struct accel_comm *c, struct accel_error *err)
     (void)c;
     (void)err;
     return ACCEL_OK;
+}
+
+/* ------------------------------------------------------------ closing */
+
+void comm__sock_close(struct sock *s)
+{
+    if (s->next_fd >= 0)
+        close(s->next_fd);
+    if (s->prev_fd >= 0)
+        close(s->prev_fd);
+    s->next_fd = s->prev_fd = -1;
+    for (unsigned d = 0; d < s->dims; d++) {
+        if (s->cube_fd[d] >= 0)
+            close(s->cube_fd[d]);
+        s->cube_fd[d] = -1;
+    }
+}
+
+void comm__sock_close_graceful(struct sock *s, double grace_s)
+{
+    double deadline = accel_now() + grace_s;
+    int *fds[2 + SOCK_MAX_DIMS];
+    unsigned nfds = 0, open_fds = 0;
+    char trash[4096];
+
+    fds[nfds++] = &s->next_fd;
+    fds[nfds++] = &s->prev_fd;
+    for (unsigned d = 0; d < s->dims; d++)
+        fds[nfds++] = &s->cube_fd[d];
+    /* FIN after the last byte this rank sent; then read what the peers
+     * still send until they close as well (or the grace ends).  A plain
+     * close() with unread bytes in the receive buffer sends a reset, and a
+     * reset can destroy data a slower peer has not read yet: it would see
+     * ACCEL_EPEER at the end of a job that went well. */
+    for (unsigned i = 0; i < nfds; i++)
+        if (*fds[i] >= 0) {
+            (void)shutdown(*fds[i], SHUT_WR);
+            open_fds++;
+        }
+    while (open_fds > 0) {
+        struct pollfd p[2 + SOCK_MAX_DIMS];
+        unsigned which[2 + SOCK_MAX_DIMS];
+        nfds_t n = 0;
+
+        for (unsigned i = 0; i < nfds; i++) {
+            if (*fds[i] < 0)
+                continue;
+            p[n].fd = *fds[i];
+            p[n].events = POLLIN;
+            which[n++] = i;
+        }
+        if (poll(p, n, accel_ms_left(deadline)) <= 0)
+            break; /* the grace is over, or poll failed: close as it is */
+        for (nfds_t k = 0; k < n; k++) {
+            ssize_t got;
+            if (p[k].revents == 0)
+                continue;
+            got = read(*fds[which[k]], trash, sizeof(trash));
+            if (got == 0 || (got < 0 && errno != EINTR && errno != EAGAIN)) {
+                close(*fds[which[k]]);
+                *fds[which[k]] = -1;
+                open_fds--;
+            }
+        }
+    }
+    comm__sock_close(s);
 }
 
 /* How long a finished rank waits for its neighbours to finish too. */

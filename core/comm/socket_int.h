@@ -4,7 +4,7 @@
  *
  *   socket.c       the backend's ops, split, and what a failure does (the
  *                  first culprit recorded in the store, the ring closed so
- *                  that the failure reaches every rank)
+ *                  that the failure reaches every rank); closing
  *   socket_conn.c  setting the ring up: listen, publish, connect, hello
  *   socket_ring.c  the pipelined ring that runs every collective
  *   socket_cube.c  the hypercube: the collectives of power-of-two sizes
@@ -234,7 +234,7 @@ enum accel_err comm__sock_tune(struct sock *s, const char *who, struct accel_err
  * addresses. */
 enum accel_err comm__sock_connect(struct accel_comm *c, struct sock *s, struct accel_error *err);
 
-/* Closes both ring connections (the failure cascade); -1 is allowed. */
+/* socket.c: closes every connection (the failure cascade); -1 is allowed. */
 void comm__sock_close(struct sock *s);
 /* The end of a communicator that did not fail: shutdown, drain until the
  * neighbours close too or `grace_s` passes, close. */
