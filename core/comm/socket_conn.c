@@ -12,7 +12,7 @@
  * the links it expects: a stranger (another job, another communicator, a wrong rank) is refused and
  * the wait goes on.  Every rank sends its hellos before it waits for anything, so the set-up cannot
  * deadlock, and every wait is a poll() bounded by the deadline.  This file
- * does not move collective data (socket_ring.c and socket_cube.c do).
+ * does not move collective data (socket_pump.c does).
  */
 #define _GNU_SOURCE /* accept4, POLLRDHUP */
 #include <errno.h>

@@ -285,7 +285,8 @@ static enum accel_err pump_wait(struct accel_comm *c, struct sock_pump *p, doubl
     awake(tx);
     awake(rx);
     if (n < 0 && errno != EINTR)
-        return comm__sock_fail(c, err, p->what, ACCEL_EIO, "poll failed: %s", strerror(errno));
+        return comm__sock_fail(c, err, p->what, ACCEL_EIO, "couldn't wait for the other ranks: %s",
+                               strerror(errno));
     for (int i = 0; i < nfd; i++) {
         short ev = pfd[i].revents;
         /* reading is still to do on this connection: a hang-up waits until
