@@ -119,7 +119,7 @@ mkdir -p "$tmp/train"
 if (cd "$tmp/train" && $cc $inc -DACCEL_HAVE_CUDA=1 -Daccel_comm_backend=emu_comm_backend \
     -Daccel_comm_cuda_stream=emu_comm_stream -Daccel_shard_on_device=emu_shard_on_device \
     -c "$src"/train.c "$src"/args.c "$src"/data.c "$src"/model.c "$src"/kernels.c \
-    "$src"/rng.c "$src"/resume.c 2>"$tmp/cc.err") &&
+    "$src"/rng.c "$src"/resume.c "$src"/setup.c 2>"$tmp/cc.err") &&
     g++ -o "$tmp/train_gpt_emu" "$tmp"/train/*.o "$tmp"/*.o "$lib" $libs -ldl -lm -pthread \
         2>"$tmp/cc.err"; then
     ok "train.c builds on the emulated device"
