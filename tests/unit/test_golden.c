@@ -242,9 +242,10 @@ static int run_case(const char *path, int *compared)
     size_t nworkers = (size_t)cJSON_GetArraySize(workers);
 
     why = lookup_why(case_name, LEN(skipped_cases), skipped_cases, sizeof(skipped_cases[0]));
-    if (why != NULL) { /* by design, said on the case's TAP line */
+    if (why != NULL) {
+        test_note("%s: not compared: %s", case_name, why);
         cJSON_Delete(g);
-        SKIP(why);
+        return 0;
     }
     if (strncmp(config, SHARED_CORPUS, strlen(SHARED_CORPUS)) == 0) { /* ACCEL_SHARED */
         snprintf(shared, sizeof(shared), "%s/%s", test_corpus_dir(),
