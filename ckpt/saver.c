@@ -24,18 +24,15 @@
  * This file: open, close, saving, the writer; the node-local tier and the
  * copy up are saver_tier.c's, resuming saver_resume.c's (saver_int.h).
  */
-#define _GNU_SOURCE /* getrandom */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include "accel/alloc.h"
 #include "accel/fsutil.h"
+#include "../core/base/random.h"
 #include "saver_int.h"
 
 /* ---------------------------------------------------------------- memory */
@@ -264,19 +261,6 @@ static char *dup_or_null(const char *s, bool *ok)
     return d;
 }
 
-/* A random run id, never 0. */
-static uint64_t new_run_id(void)
-{
-    uint64_t id = 0;
-    struct timespec t;
-
-    if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id) {
-        clock_gettime(CLOCK_REALTIME, &t);
-        id = XXH3_64bits_withSeed(&t, sizeof t, (uint64_t)getpid());
-    }
-    return id ? id : 1;
-}
-
 /* A rank that cannot open its saver still takes its part in the opening's
  * one agreement, so that the others fail with it rather than wait. */
 static void open_failed(const struct accel_ckpt_saver_opts *o)
@@ -362,7 +346,7 @@ enum accel_err accel_ckpt_saver_open(struct accel_ckpt_saver **out,
     /* the run's origin, rank 0's on every rank (the lock is held: the
      * root's newest checkpoint stays what it is unless this run commits) */
     if (rc == ACCEL_OK)
-        rc = ckpt__sv_from_rank0(sv, sv->o.rank == 0 ? new_run_id() : 0, &sv->org.run, err);
+        rc = ckpt__sv_from_rank0(sv, sv->o.rank == 0 ? base__random_id() : 0, &sv->org.run, err);
     if (rc == ACCEL_OK)
         rc = ckpt__sv_from_rank0(
             sv, sv->o.rank == 0 ? ckpt__sv_newest_with(sv->o.root, CK_MANIFEST) : 0, &v, err);

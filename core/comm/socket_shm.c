@@ -60,6 +60,7 @@
 
 #include "accel/alloc.h"
 #include "accel/getenv.h"
+#include "../base/random.h"
 #include "socket_int.h"
 
 #define SHM_DIR "/dev/shm"
@@ -302,19 +303,6 @@ static void sweep(void)
     closedir(d);
 }
 
-static uint64_t random_token(void)
-{
-    uint64_t t = 0;
-    FILE *f = fopen("/dev/urandom", "re");
-
-    if (f != NULL) {
-        if (fread(&t, sizeof(t), 1, f) != 1)
-            t = 0;
-        fclose(f);
-    }
-    return t ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(accel_now() * 1e9);
-}
-
 /* Creates and maps a segment of nq queues; *name gets its name. */
 static struct shm_head *seg_create(size_t cap, unsigned nq, char *name, size_t size)
 {
@@ -339,7 +327,7 @@ static struct shm_head *seg_create(size_t cap, unsigned nq, char *name, size_t s
         (void)shm_unlink(name);
         return NULL;
     }
-    h->token = random_token();
+    h->token = base__random_id();
     h->cap = cap;
     h->nq = nq;
     return h;
