@@ -213,19 +213,11 @@ enum accel_err comm__sock_shm_setup(struct accel_comm *c, struct sock *s, struct
 /* Unmaps the segments (the names are gone already). */
 void comm__sock_shm_free(struct sock *s);
 
-/* socket_tune.c: what this rank chooses alone, from the machine (each an
- * ACCELRUN_SOCKET_* default). */
-struct sock_tune {
-    size_t l2;                       /* bytes of one core's L2 cache */
-    size_t ring_window, cube_window; /* pacing, bytes */
-    size_t shm_bytes;                /* a shared-memory queue, bytes */
-    unsigned spin_us;
-    bool shared_cpus; /* more ranks on the host than CPUs here */
-};
-void comm__sock_tune_defaults(struct sock_tune *t);
-/* Sets s's spin, windows and shared-memory queue size and single copy: the
- * defaults above, or ACCELRUN_SOCKET_SPIN_US, _WINDOW, _CUBE_WINDOW,
- * _SHM_BYTES, _CMA, each checked (an error names it after `who`).  0 for a window: no pacing. */
+/* socket_tune.c: sets what this rank chooses alone, s's spin, pacing
+ * windows, shared-memory queue size and single copy: defaults from the
+ * machine, or ACCELRUN_SOCKET_SPIN_US, _WINDOW, _CUBE_WINDOW, _SHM_BYTES,
+ * _CMA, each checked (an error names it after `who`).  0 for a window: no
+ * pacing. */
 enum accel_err comm__sock_tune(struct sock *s, const char *who, struct accel_error *err);
 
 /* socket_conn.c: listens, publishes this rank's address under c->prefix,

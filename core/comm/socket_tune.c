@@ -29,6 +29,13 @@
 #include "socket_int.h"
 
 #define KIB 1024u
+
+/* The defaults of what a rank chooses alone. */
+struct sock_tune {
+    size_t ring_window, cube_window; /* pacing, bytes */
+    size_t shm_bytes;                /* a shared-memory queue, bytes */
+    unsigned spin_us;
+};
 #define DEFAULT_L2 (1u << 20) /* when the machine does not say */
 
 static size_t clamp(size_t v, size_t lo, size_t hi)
@@ -72,7 +79,7 @@ static unsigned cpus_here(void)
     return (unsigned)CPU_COUNT(&set) > 0 ? (unsigned)CPU_COUNT(&set) : 1;
 }
 
-void comm__sock_tune_defaults(struct sock_tune *t)
+static void tune_defaults(struct sock_tune *t)
 {
     size_t l2 = l2_bytes();
     unsigned local = 1, cpus = cpus_here();
@@ -81,12 +88,10 @@ void comm__sock_tune_defaults(struct sock_tune *t)
      * malformed: it only steers the spin) */
     if (accel_getenv_uint_or("tune", "LOCAL_WORLD_SIZE", 1, 1u << 24, 1, &local, NULL) != ACCEL_OK)
         local = 1;
-    t->l2 = l2;
     t->cube_window = clamp(l2 / 32, 16 * KIB, 1024 * KIB);
     t->ring_window = clamp(l2 / 8, 64 * KIB, 4096 * KIB);
     t->shm_bytes = clamp(pow2_floor(l2 / 2), SOCK_SHM_MIN, 4096 * KIB);
     t->spin_us = local > cpus ? SOCK_SPIN_US : SOCK_SPIN_US_OWN_CPU;
-    t->shared_cpus = local > cpus;
 }
 
 enum accel_err comm__sock_tune(struct sock *s, const char *who, struct accel_error *err)
@@ -95,7 +100,7 @@ enum accel_err comm__sock_tune(struct sock *s, const char *who, struct accel_err
     unsigned spin_us, shm, ring_w, cube_w, cma;
     enum accel_err rc;
 
-    comm__sock_tune_defaults(&t);
+    tune_defaults(&t);
     rc = accel_getenv_uint_or(who, "ACCELRUN_SOCKET_SPIN_US", 0, 1000000, t.spin_us, &spin_us, err);
     if (rc == ACCEL_OK)
         rc = accel_getenv_uint_or(who, "ACCELRUN_SOCKET_SHM_BYTES", 0, SOCK_SHM_MAX,
