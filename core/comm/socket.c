@@ -66,8 +66,10 @@ enum accel_err comm__sock_fail(struct accel_comm *c, struct accel_error *err, co
             accel_free(val);
         }
     }
-    if (s != NULL)
+    if (s != NULL) {
+        comm__sock_host_abort(s);
         comm__sock_close(s);
+    }
     return accel_error_set(err, code, "rank %u of %u: %s: %s", c->rank, c->size, what, msg);
 }
 
@@ -245,6 +247,7 @@ static void sock_free(struct accel_comm *c)
     accel_free(s->stage_out);
     accel_free(s->acc);
     comm__sock_shm_free(s);
+    comm__sock_host_free(s);
     accel_free(s);
     c->impl = NULL;
 }
@@ -329,6 +332,8 @@ enum accel_err comm__socket_init(struct accel_comm *c, const struct accel_comm_o
     if (c->size > 1) {
         rc = comm__sock_connect(c, s, err);
         if (rc == ACCEL_OK)
+            rc = comm__sock_host_setup(c, s, err);
+        if (rc == ACCEL_OK && s->onehost == NULL)
             rc = comm__sock_shm_setup(c, s, err);
         if (rc != ACCEL_OK) {
             sock_free(c);

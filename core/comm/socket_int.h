@@ -10,6 +10,7 @@
  *   socket_cube.c  the hypercube: the collectives of power-of-two sizes
  *   socket_pump.c  the loop that moves the bytes of both
  *   socket_shm.c   shared memory for the links within a host
+ *   socket_host.c  the collectives of a communicator all on one host
  *
  * Every rank holds two TCP connections: one to its next rank (rank + 1 mod
  * size), which it only writes, and one from its previous rank, which it only
@@ -105,6 +106,9 @@ struct sock {
     struct shmq next_q, prev_q, cube_tx[SOCK_MAX_DIMS], cube_rx[SOCK_MAX_DIMS];
     struct sock_seg seg[2 + SOCK_MAX_DIMS];
     unsigned nseg;
+    /* socket_host.c: every rank on this host, single copy between all of
+     * them: the collectives go there and no link carries their bytes */
+    struct sock_host *onehost;
 };
 
 /* What every rank of an operation must agree on; sent first on each
@@ -212,6 +216,35 @@ void comm__sock_host_key(char *out, size_t size);
 enum accel_err comm__sock_shm_setup(struct accel_comm *c, struct sock *s, struct accel_error *err);
 /* Unmaps the segments (the names are gone already). */
 void comm__sock_shm_free(struct sock *s);
+/* Segments in /dev/shm: comm__shm_create makes one of `bytes` (mode 0600,
+ * named after this user and process: *name gets the name) and maps it;
+ * comm__shm_open maps one of ours by its name, after checking the name, its
+ * owner and its size, and unlinks the name if asked; comm__shm_sweep removes those
+ * of this user's processes that are gone.  NULL where it cannot. */
+void *comm__shm_create(size_t bytes, char *name, size_t size);
+void *comm__shm_open(const char *name, size_t bytes, bool unlink_it);
+void comm__shm_sweep(void);
+/* The store's value at `key` (waited for) as a string, cut to size. */
+enum accel_err comm__sock_get_word(struct accel_comm *c, const char *key, char *out, size_t size,
+                                   struct accel_error *err);
+
+/* socket_host.c.  After comm__sock_connect: where every rank of the
+ * communicator is on this host and may read the others' memory, one
+ * segment for them all, and s->onehost set on every rank (all or none: they
+ * vote).  Fails only with the store or the vote's all_gather. */
+enum accel_err comm__sock_host_setup(struct accel_comm *c, struct sock *s, struct accel_error *err);
+void comm__sock_host_free(struct sock *s);
+/* This rank failed: the others, asleep or not, stop waiting for it. */
+void comm__sock_host_abort(struct sock *s);
+/* The collectives there, as socket_ring.c's (kind: SOCK_K_*; `count` is
+ * the whole count of all_reduce and broadcast, else the count per rank);
+ * the results are bit-identical to the ring's and the hypercube's. */
+enum accel_err comm__sock_host_reduce(struct accel_comm *c, unsigned kind, const void *send,
+                                      void *recv, size_t count, enum accel_dtype t,
+                                      enum accel_redop op, struct accel_error *err);
+enum accel_err comm__sock_host_move(struct accel_comm *c, unsigned kind, const void *send,
+                                    void *recv, size_t count, size_t es, enum accel_dtype t,
+                                    unsigned root, struct accel_error *err);
 
 /* socket_tune.c: sets what this rank chooses alone, s's spin, pacing
  * windows, shared-memory queue size and single copy: defaults from the

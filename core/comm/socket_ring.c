@@ -400,6 +400,7 @@ static enum accel_err reducing(struct accel_comm *c, enum ring_kind kind, const 
 {
     struct plan p;
     struct sock_hdr h;
+    struct sock *s = c->impl;
     enum accel_err rc;
 
     plan_init(c, &p, kind, what, send, recv, count, t);
@@ -408,6 +409,8 @@ static enum accel_err reducing(struct accel_comm *c, enum ring_kind kind, const 
             memcpy(recv, send, count * p.es);
         return ACCEL_OK;
     }
+    if (s->onehost != NULL)
+        return comm__sock_host_reduce(c, (unsigned)kind, send, recv, count, t, op, err);
     /* the hypercube's partial sums: half the message in fp32 (an fp32
      * all_reduce keeps them in the result, but decides as reduce_scatter
      * does, so that both always sum in the same order) */
@@ -447,6 +450,7 @@ static enum accel_err all_gather_bytes(struct accel_comm *c, bool barrier, const
 {
     struct plan p;
     struct sock_hdr h;
+    struct sock *s = c->impl;
     enum accel_err rc;
     size_t es = barrier ? 1 : accel_dtype_size(t);
     char *own = (char *)recv + (size_t)c->rank * count * es;
@@ -457,6 +461,9 @@ static enum accel_err all_gather_bytes(struct accel_comm *c, bool barrier, const
         memmove(own, send, count * es);
     if (c->size == 1)
         return ACCEL_OK;
+    if (s->onehost != NULL)
+        return comm__sock_host_move(c, barrier ? SOCK_K_BARRIER : SOCK_K_ALL_GATHER, send, recv,
+                                    count, es, t, 0, err);
     if (!barrier && comm__sock_use_cube(c, 0))
         return comm__sock_cube_all_gather(c, recv, count, t, err);
     rc = plan_ring(c, &p, err);
@@ -488,6 +495,8 @@ enum accel_err comm__sock_broadcast(struct accel_comm *c, const void *send, void
         memcpy(recv, send, total);
     if (c->size == 1)
         return ACCEL_OK;
+    if (s->onehost != NULL)
+        return comm__sock_host_move(c, SOCK_K_BROADCAST, send, recv, count, p.es, t, root, err);
     p.chunk = s->chunk_bytes;
     p.nunits = (total + p.chunk - 1) / p.chunk;
     comm__sock_hdr(c, &h, SOCK_K_BROADCAST, t, 0, root, count);

@@ -275,7 +275,7 @@ void comm__sock_host_key(char *out, size_t size)
 
 /* Removes the segments of this user's processes that are gone (a crash
  * between creating a segment and its peer's unlink). */
-static void sweep(void)
+void comm__shm_sweep(void)
 {
     DIR *d = opendir(SHM_DIR);
     struct dirent *e;
@@ -303,12 +303,10 @@ static void sweep(void)
     closedir(d);
 }
 
-/* Creates and maps a segment of nq queues; *name gets its name. */
-static struct shm_head *seg_create(size_t cap, unsigned nq, char *name, size_t size)
+void *comm__shm_create(size_t bytes, char *name, size_t size)
 {
     static _Atomic unsigned seq;
-    size_t bytes = seg_bytes(cap, nq);
-    struct shm_head *h;
+    void *h;
     int fd;
 
     snprintf(name, size, "/" SHM_PREFIX "%u.%ld.%u", (unsigned)getuid(), (long)getpid(),
@@ -327,6 +325,35 @@ static struct shm_head *seg_create(size_t cap, unsigned nq, char *name, size_t s
         (void)shm_unlink(name);
         return NULL;
     }
+    return h;
+}
+
+void *comm__shm_open(const char *name, size_t bytes, bool unlink_it)
+{
+    void *h = NULL;
+    struct stat st;
+    int fd;
+
+    if (strncmp(name, "/" SHM_PREFIX, strlen("/" SHM_PREFIX)) != 0 || strchr(name + 1, '/') != NULL)
+        return NULL;
+    fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0)
+        return NULL;
+    if (unlink_it)
+        (void)shm_unlink(name);
+    if (fstat(fd, &st) == 0 && st.st_uid == getuid() && (size_t)st.st_size == bytes)
+        h = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    return h == MAP_FAILED ? NULL : h;
+}
+
+/* Creates and maps a segment of nq queues; *name gets its name. */
+static struct shm_head *seg_create(size_t cap, unsigned nq, char *name, size_t size)
+{
+    struct shm_head *h = comm__shm_create(seg_bytes(cap, nq), name, size);
+
+    if (h == NULL)
+        return NULL;
     h->token = base__random_id();
     h->cap = cap;
     h->nq = nq;
@@ -337,21 +364,10 @@ static struct shm_head *seg_create(size_t cap, unsigned nq, char *name, size_t s
  * (the link stays on TCP) if it cannot. */
 static struct shm_head *seg_attach(const char *name, uint64_t token, size_t cap, unsigned nq)
 {
-    size_t bytes = seg_bytes(cap, nq);
-    struct shm_head *h = NULL;
-    struct stat st;
-    int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+    struct shm_head *h = comm__shm_open(name, seg_bytes(cap, nq), true);
 
-    if (fd < 0)
-        return NULL;
-    (void)shm_unlink(name);
-    if (fstat(fd, &st) == 0 && st.st_uid == getuid() && (size_t)st.st_size == bytes)
-        h = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (h == MAP_FAILED)
-        return NULL;
     if (h != NULL && (h->token != token || h->cap != cap || h->nq != nq)) {
-        munmap(h, bytes);
+        munmap(h, seg_bytes(cap, nq));
         return NULL;
     }
     return h;
@@ -410,8 +426,8 @@ static void link_bind(struct shm_link *l)
         q_bind(l->rx, l->h, l->opener ? 1 : 0, false);
 }
 
-static enum accel_err get_word(struct accel_comm *c, const char *key, char *out, size_t size,
-                               struct accel_error *err)
+enum accel_err comm__sock_get_word(struct accel_comm *c, const char *key, char *out, size_t size,
+                                   struct accel_error *err)
 {
     void *val = NULL;
     size_t len = 0;
@@ -474,12 +490,11 @@ static enum accel_err answer(struct accel_comm *c, struct sock *s, struct shm_li
     enum accel_err rc;
 
     offer_key(c, k, sizeof(k), false, l->peer, l->channel);
-    if ((rc = get_word(c, k, v, sizeof(v), err)) != ACCEL_OK)
+    if ((rc = comm__sock_get_word(c, k, v, sizeof(v), err)) != ACCEL_OK)
         return rc;
     if (s->shm_cap > 0 &&
         sscanf(v, "%79s %llx %zu %u %ld %llx", name, &token, &cap, &nq, &pid, &base) == 6 &&
-        strncmp(name, "/" SHM_PREFIX, strlen("/" SHM_PREFIX)) == 0 &&
-        strchr(name + 1, '/') == NULL && nq == (l->channel == 0 ? 1u : 2u) && cap >= SOCK_SHM_MIN &&
+        nq == (l->channel == 0 ? 1u : 2u) && cap >= SOCK_SHM_MIN &&
         cap <= SOCK_SHM_MAX && (cap & (cap - 1)) == 0)
         l->h = seg_attach(name, token, cap, nq);
     if (l->h != NULL) {
@@ -504,7 +519,7 @@ static enum accel_err settle(struct accel_comm *c, struct shm_link *l, struct ac
     if (l->h == NULL)
         return ACCEL_OK;
     offer_key(c, k, sizeof(k), true, c->rank, l->channel);
-    rc = get_word(c, k, v, sizeof(v), err);
+    rc = comm__sock_get_word(c, k, v, sizeof(v), err);
     (void)shm_unlink(l->name); /* the other side's job; gone already if it did it */
     if (rc == ACCEL_OK && sscanf(v, "1 %ld %llx", &pid, &base) == 2) {
         link_bind(l);
@@ -531,7 +546,7 @@ enum accel_err comm__sock_shm_setup(struct accel_comm *c, struct sock *s, struct
         }
     if (k == 0)
         return ACCEL_OK;
-    sweep();
+    comm__shm_sweep();
     /* offers first, then answers, then the openers settle: no rank waits
      * for a key before it has set every key others wait for */
     for (unsigned i = 0; rc == ACCEL_OK && i < k; i++)

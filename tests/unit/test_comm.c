@@ -238,9 +238,10 @@ static unsigned mapped_segments(void)
     return n;
 }
 
-/* The links of `rank` that stay within its host, so go through shared
- * memory: the ring's two (next, previous) and, on the hypercube (a power of
- * two, 4 or more, cube memory on), one per dimension. */
+/* The segments `rank` maps: one for the whole communicator where every
+ * rank is on one host (socket_host.c), else one per link that stays within
+ * its host: the ring's two (next, previous) and, on the hypercube (a power
+ * of two, 4 or more, cube memory on), one per dimension (socket_shm.c). */
 static unsigned expected_segments(unsigned rank, unsigned n, unsigned per_host, bool cube)
 {
     unsigned host = per_host ? rank / per_host : 0, k = 0;
@@ -248,6 +249,8 @@ static unsigned expected_segments(unsigned rank, unsigned n, unsigned per_host, 
 #define SAME(r) ((per_host ? (r) / per_host : 0) == host)
     if (n < 2)
         return 0;
+    if (per_host == 0 || per_host >= n)
+        return 1;
     k += SAME((rank + 1) % n);
     k += SAME((rank + n - 1) % n);
     if (cube && n >= 4 && (n & (n - 1)) == 0)
@@ -845,14 +848,17 @@ static pid_t plant_stale_segment(void)
     return pid;
 }
 
-/* Rank 2 of 4 is killed in the middle of an all_reduce (the 4 ranks on one
- * host: shared memory, its TCP connections for liveness): every other rank
+/* Rank 2 of 4 is killed in the middle of an all_reduce: every other rank
  * names it, and nothing is left in /dev/shm, neither by the crash nor by
- * the earlier one planted before (the communicator's set-up sweeps it). */
-TEST(killed_rank_fails_the_others)
+ * the earlier one planted before (the communicator's set-up sweeps it).
+ * On one host (per_host 0) the ranks run socket_host.c's collectives and
+ * watch each other's processes ("exited"); on two hosts of two, the
+ * links within a host use shared memory and keep their TCP connections for
+ * liveness ("closed its connection"). */
+static void kill_rank_2(unsigned per_host, const char *says)
 {
     int notify[2];
-    struct spawn sp = {4, 20, 0, NONCE, loop_ar, notify};
+    struct spawn sp = {4, 20, 0, NONCE, loop_ar, notify, NULL, per_host};
     struct test_store_proc w;
     struct result res[4];
     pid_t pids[4], stale = plant_stale_segment();
@@ -879,12 +885,20 @@ TEST(killed_rank_fails_the_others)
         test_note("rank %u: %s", r, res[r].msg);
         ASSERT_INT_EQ(res[r].code, ACCEL_EPEER);
         ASSERT_CONTAINS(res[r].msg, "rank 2 (");
-        ASSERT_CONTAINS(res[r].msg, "closed its connection");
+        ASSERT_CONTAINS(res[r].msg, says);
     }
     ASSERT_INT_EQ(res[2].code, -1);
     for (unsigned r = 0; r < 4; r++)
         ASSERT_INT_EQ(segments_of(pids[r]), 0);
     ASSERT_INT_EQ(segments_of(stale), 0);
+}
+TEST(killed_rank_fails_the_others)
+{
+    kill_rank_2(0, "exited");
+}
+TEST(killed_rank_fails_the_others_on_two_hosts)
+{
+    kill_rank_2(2, "closed its connection");
 }
 
 static int never_reached(struct accel_comm *c, struct accel_store *st, void *arg,
@@ -1253,6 +1267,7 @@ TEST_LIST(T(f16_known_values), T(f16_round_trip_and_oracle), T(bf16_round_trip_a
           T(hosts_2_by_2), T(hosts_3_by_1), T(hosts_3_by_2), T(hosts_4_by_1), T(hosts_4_by_2),
           T(hosts_4_by_4), T(hosts_8_by_1), T(hosts_8_by_2), T(hosts_8_by_4),
           T(bit_exact_across_runs_and_chunks), T(killed_rank_fails_the_others),
+          T(killed_rank_fails_the_others_on_two_hosts),
           T(rank_that_never_joins_times_out), T(stuck_rank_times_out),
           T(stuck_rank_times_out_on_the_hypercube), T(wrong_nonce_is_refused),
           T(different_operations_are_refused), T(different_operations_are_refused_on_the_hypercube),
