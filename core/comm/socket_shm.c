@@ -494,8 +494,8 @@ static enum accel_err answer(struct accel_comm *c, struct sock *s, struct shm_li
         return rc;
     if (s->shm_cap > 0 &&
         sscanf(v, "%79s %llx %zu %u %ld %llx", name, &token, &cap, &nq, &pid, &base) == 6 &&
-        nq == (l->channel == 0 ? 1u : 2u) && cap >= SOCK_SHM_MIN &&
-        cap <= SOCK_SHM_MAX && (cap & (cap - 1)) == 0)
+        nq == (l->channel == 0 ? 1u : 2u) && cap >= SOCK_SHM_MIN && cap <= SOCK_SHM_MAX &&
+        (cap & (cap - 1)) == 0)
         l->h = seg_attach(name, token, cap, nq);
     if (l->h != NULL) {
         link_bind(l);
