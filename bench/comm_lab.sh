@@ -78,6 +78,13 @@ mpi_args=(--mca plm_rsh_agent "$tmp/nsagent" --mca pml ob1 --mca btl tcp,vader,s
     --mca btl_tcp_if_include "$subnet" --mca oob_tcp_if_include "$subnet"
     --bind-to none --oversubscribe)
 
+# The lab's two hosts share this machine's CPUs, and each host's Slurm binds
+# its first task to "its" CPU 0: both hosts' ranks would share one CPU,
+# while Open MPI's float (--bind-to none).  So the socket ranks float over
+# the same CPUs: no binding, and CPUs enough per task that Slurm's
+# allocation does not narrow them (each lab host declares 2).
+cpus_per_task() { local c=$((4 / $1)); echo $((c < 1 ? 1 : c)); }
+
 best() { awk '{k=$1" "$2" "$3; if (!(k in t) || $4 < t[k]) t[k]=$4} END {for (k in t) print k, t[k]}' | sort -k3,3n; }
 
 echo "bench: collectives across the lab's two hosts (veth, $subnet), socket backend vs Open MPI $(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}')"
@@ -90,7 +97,7 @@ for op in $ops; do
             # shellcheck disable=SC2046 # the caller's ACCELRUN_SOCKET_* tuning, word by word
             (cd "$home/comm-lab" && runuser -u "$user" -- env -i PATH=/usr/bin:/bin HOME="$home" \
                 $(env | grep '^ACCELRUN_SOCKET_[A-Z_]*=[0-9a-z]*$') \
-                srun -N2 -n"$n" --accel-config=cpu.yaml ./comm --env --op "$op" --min "$min" --max "$max") \
+                srun -N2 -n"$n" -c "$(cpus_per_task "$n")" --cpu-bind=none --accel-config=cpu.yaml ./comm --env --op "$op" --min "$min" --max "$max") \
                 >"$tmp/s.$i" 2>>"$tmp/srun.err" || echo "comm_lab.sh: socket run failed (see below)" >&2
             cat "$tmp/s.$i" >>"$tmp/s"
             if [ -z "$mpi_skip" ]; then
