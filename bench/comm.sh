@@ -2,7 +2,8 @@
 # bench/comm.sh: the socket backend's collectives against Open MPI on this
 # machine, in one run, as nccl-tests prints them (size, time, algbw, busbw;
 # GB = 1e9), with the ratios ompi-sm/socket (shm) and ompi-tcp/socket (tcp)
-# per size (the peer's time over ours: above 1, the socket backend is faster).
+# per size (the peer's time over ours: above 1, the socket backend is faster),
+# each with its spread over the runs (the ratio of each run, lowest-highest).
 #
 #   bash bench/comm.sh [BUILD]      (make bench-run calls it with the build folder)
 #
@@ -55,16 +56,25 @@ for op in $ops; do
     for n in $ranks; do
         : >"$tmp/s" ; : >"$tmp/u" ; : >"$tmp/t" ; : >"$tmp/m"
         for ((i = 0; i < repeat; i++)); do
-            "$bin" --op "$op" --ranks "$n" --min "$min" --max "$max" >>"$tmp/s" || echo "comm.sh: socket run failed" >&2
-            ACCELRUN_SOCKET_SHM_BYTES=0 "$bin" --op "$op" --ranks "$n" --min "$min" --max "$max" >>"$tmp/u" ||
+            : >"$tmp/s.$i" ; : >"$tmp/u.$i" ; : >"$tmp/t.$i" ; : >"$tmp/m.$i"
+            "$bin" --op "$op" --ranks "$n" --min "$min" --max "$max" >"$tmp/s.$i" || echo "comm.sh: socket run failed" >&2
+            ACCELRUN_SOCKET_SHM_BYTES=0 "$bin" --op "$op" --ranks "$n" --min "$min" --max "$max" >"$tmp/u.$i" ||
                 echo "comm.sh: socket (TCP) run failed" >&2
             if [ -z "$mpi_skip" ]; then
                 mpirun "${mpirun_args[@]}" -np "$n" "${tcp_args[@]}" "$mpibin" "$op" "$min" "$max" \
-                    >>"$tmp/t" 2>>"$tmp/mpi.err" || echo "comm.sh: ompi-tcp run failed" >&2
+                    >"$tmp/t.$i" 2>>"$tmp/mpi.err" || echo "comm.sh: ompi-tcp run failed" >&2
                 mpirun "${mpirun_args[@]}" -np "$n" "${sm_args[@]}" "$mpibin" "$op" "$min" "$max" \
-                    >>"$tmp/m" 2>>"$tmp/mpi.err" || echo "comm.sh: ompi-sm run failed" >&2
+                    >"$tmp/m.$i" 2>>"$tmp/mpi.err" || echo "comm.sh: ompi-sm run failed" >&2
             fi
+            for p in s u t m; do cat "$tmp/$p.$i" >>"$tmp/$p"; done
         done
+        # each run's two ratios per size, for their spread: "bytes sm/shm tcp/tcp"
+        for ((i = 0; i < repeat; i++)); do
+            awk 'FILENAME ~ /\/s\./ {s[$3]=$4} FILENAME ~ /\/u\./ {u[$3]=$4}
+                 FILENAME ~ /\/t\./ {t[$3]=$4} FILENAME ~ /\/m\./ {m[$3]=$4}
+                 END {for (b in s) if (s[b] > 0 && u[b] > 0 && m[b] != "" && t[b] != "") print b, m[b] / s[b], t[b] / u[b]}' \
+                "$tmp/s.$i" "$tmp/u.$i" "$tmp/t.$i" "$tmp/m.$i"
+        done >"$tmp/r"
         for p in s u t m; do best <"$tmp/$p" >"$tmp/$p.b"; done
         echo
         echo "$op, $n ranks"
@@ -73,6 +83,11 @@ for op in $ops; do
             FILENAME ~ /u\.b$/ {u[$3]=$4}
             FILENAME ~ /t\.b$/ {t[$3]=$4}
             FILENAME ~ /m\.b$/ {m[$3]=$4}
+            FILENAME ~ /\/r$/ {
+                if (!($1 in alo) || $2 < alo[$1]) alo[$1]=$2; if ($2 > ahi[$1]) ahi[$1]=$2
+                if (!($1 in blo) || $3 < blo[$1]) blo[$1]=$3; if ($3 > bhi[$1]) bhi[$1]=$3
+            }
+            function spread(lo, hi, b) { return (b in lo) ? sprintf("(%.2f-%.2f)", lo[b], hi[b]) : "" }
             function cols(us, b) {
                 if (us == "") return sprintf("%10s %6s", "-", "-")
                 return sprintf("%10.1f %6.2f", us, b / us / 1e3 * f)
@@ -80,17 +95,17 @@ for op in $ops; do
             function ratio(peer, ours) { return (peer != "" && ours > 0) ? sprintf("%6.2fx", peer / ours) : "     -" }
             END {
                 f = op == "all_reduce" ? 2 * (n - 1) / n : (n - 1) / n
-                printf "%10s | %-17s | %-17s | %-17s | %-17s | %s\n", "", "socket (shm)", "ompi-sm", "socket (tcp)", "ompi-tcp", "sm/shm tcp/tcp"
+                printf "%10s | %-17s | %-17s | %-17s | %-17s | %s\n", "", "socket (shm)", "ompi-sm", "socket (tcp)", "ompi-tcp", "sm/shm (runs)        tcp/tcp (runs)"
                 printf "%10s |", "size(B)"
                 for (j = 0; j < 4; j++) printf " %10s %6s |", "time(us)", "busbw"
                 printf "\n"
                 for (i = 1; i <= k; i++) {
                     b = order[i]
-                    printf "%10d | %s | %s | %s | %s | %s %s\n", b, cols(s[b], b), cols(m[b], b), cols(u[b], b), cols(t[b], b), \
-                        ratio(m[b], s[b]), ratio(t[b], u[b])
+                    printf "%10d | %s | %s | %s | %s | %s %-13s %s %s\n", b, cols(s[b], b), cols(m[b], b), cols(u[b], b), cols(t[b], b), \
+                        ratio(m[b], s[b]), spread(alo, ahi, b), ratio(t[b], u[b]), spread(blo, bhi, b)
                 }
                 if (skip != "") print "ompi-tcp, ompi-sm: SKIP: " skip
-            }' "$tmp/s.b" "$tmp/u.b" "$tmp/t.b" "$tmp/m.b"
+            }' "$tmp/s.b" "$tmp/u.b" "$tmp/t.b" "$tmp/m.b" "$tmp/r"
     done
 done
 if [ -s "$tmp/mpi.err" ]; then

@@ -435,6 +435,7 @@ enum accel_err comm__sock_host_move(struct accel_comm *c, unsigned kind, const v
                                                   : "all_gather";
     double deadline = accel_now() + c->timeout_s;
     size_t bytes = count * es;
+    char *own = (char *)recv + (size_t)c->rank * bytes;
     struct sock_hdr h;
     enum accel_err rc;
 
@@ -447,6 +448,11 @@ enum accel_err comm__sock_host_move(struct accel_comm *c, unsigned kind, const v
         unsigned j = (c->rank + k) % c->size;
         rc = peer_read(c, j, (char *)recv + j * bytes, op_of(s, j)->send, bytes, what, err);
     }
+    /* this rank's own part last: the others read its send buffer, not this */
+    if (rc == ACCEL_OK && kind == SOCK_K_ALL_GATHER && (const char *)send != own)
+        memmove(own, send, bytes);
+    if (rc == ACCEL_OK && kind == SOCK_K_BROADCAST && c->rank == root && send != recv)
+        memcpy(recv, send, bytes);
     if (rc == ACCEL_OK)
         rc = phase_done(c, what, deadline, err);
     return rc;

@@ -457,13 +457,13 @@ static enum accel_err all_gather_bytes(struct accel_comm *c, bool barrier, const
 
     plan_init(c, &p, RING_ALL_GATHER, barrier ? "barrier" : "all_gather", send, recv, count, t);
     p.es = es;
+    if (s->onehost != NULL && c->size > 1) /* it copies this rank's own part itself */
+        return comm__sock_host_move(c, barrier ? SOCK_K_BARRIER : SOCK_K_ALL_GATHER, send, recv,
+                                    count, es, t, 0, err);
     if (send != own)
         memmove(own, send, count * es);
     if (c->size == 1)
         return ACCEL_OK;
-    if (s->onehost != NULL)
-        return comm__sock_host_move(c, barrier ? SOCK_K_BARRIER : SOCK_K_ALL_GATHER, send, recv,
-                                    count, es, t, 0, err);
     if (!barrier && comm__sock_use_cube(c, 0))
         return comm__sock_cube_all_gather(c, recv, count, t, err);
     rc = plan_ring(c, &p, err);
@@ -491,12 +491,12 @@ enum accel_err comm__sock_broadcast(struct accel_comm *c, const void *send, void
     plan_init(c, &p, RING_BROADCAST, "broadcast", send, recv, count, t);
     p.root = root;
     total = count * p.es;
+    if (s->onehost != NULL && c->size > 1) /* the root copies its own itself */
+        return comm__sock_host_move(c, SOCK_K_BROADCAST, send, recv, count, p.es, t, root, err);
     if (c->rank == root && send != recv)
         memcpy(recv, send, total);
     if (c->size == 1)
         return ACCEL_OK;
-    if (s->onehost != NULL)
-        return comm__sock_host_move(c, SOCK_K_BROADCAST, send, recv, count, p.es, t, root, err);
     p.chunk = s->chunk_bytes;
     p.nunits = (total + p.chunk - 1) / p.chunk;
     comm__sock_hdr(c, &h, SOCK_K_BROADCAST, t, 0, root, count);
