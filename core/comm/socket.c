@@ -167,6 +167,8 @@ static enum accel_err sock_sync(struct accel_comm *c, struct accel_error *err)
 
 void comm__sock_close(struct sock *s)
 {
+    if (s->prev_fd == s->next_fd) /* a pair's one connection */
+        s->prev_fd = -1;
     if (s->next_fd >= 0)
         close(s->next_fd);
     if (s->prev_fd >= 0)
@@ -186,6 +188,8 @@ void comm__sock_close_graceful(struct sock *s, double grace_s)
     unsigned nfds = 0, open_fds = 0;
     char trash[4096];
 
+    if (s->prev_fd == s->next_fd) /* a pair's one connection, closed once */
+        s->prev_fd = -1;
     fds[nfds++] = &s->next_fd;
     fds[nfds++] = &s->prev_fd;
     for (unsigned d = 0; d < s->dims; d++)

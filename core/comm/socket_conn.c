@@ -309,7 +309,7 @@ static unsigned partner(const struct accel_comm *c, unsigned d)
 static int *slot_of(const struct accel_comm *c, struct sock *s, uint32_t channel, uint32_t from)
 {
     if (channel == 0)
-        return from == s->prev ? &s->prev_fd : NULL;
+        return from == s->prev && !(s->pair && c->rank == 0) ? &s->prev_fd : NULL;
     if (channel - 1 < s->dims && from == partner(c, channel - 1) && from < c->rank)
         return &s->cube_fd[channel - 1];
     return NULL;
@@ -369,7 +369,7 @@ static size_t plan_links(const struct accel_comm *c, struct sock *s, struct link
 static int *missing_in(const struct accel_comm *c, struct sock *s, const bool *judged,
                        bool unjudged_only, unsigned *peer, const char **addr)
 {
-    if (s->prev_fd < 0 && !(unjudged_only && judged[0])) {
+    if (s->prev_fd < 0 && !(s->pair && c->rank == 0) && !(unjudged_only && judged[0])) {
         *peer = s->prev;
         *addr = s->prev_addr;
         return &s->prev_fd;
@@ -625,6 +625,13 @@ static enum accel_err hs_start(struct accel_comm *c, struct sock *s, struct hand
     rc = accel_store_set(c->store, key, val, strlen(val), err);
     if (rc == ACCEL_OK)
         rc = read_addrs(c, s, err);
+    /* two ranks on two hosts: one connection, opened by rank 0, both ways
+     * (the data of each way and the other's acknowledgements share its
+     * segments; two one-way connections were 5-20% slower across a veth
+     * link).  Within a host the ring keeps two (socket_shm.c's queues). */
+    s->pair = rc == ACCEL_OK && c->size == 2 && !s->next_same;
+    if (s->pair && c->rank == 1)
+        h->nout = 0; /* no hypercube at 2 ranks: the ring's link was the only one */
     for (size_t i = 0; rc == ACCEL_OK && i < h->nout; i++)
         rc = start_connect(c, h->out[i].addr, &h->out[i].fd, err);
     return rc;
@@ -644,12 +651,17 @@ enum accel_err comm__sock_connect(struct accel_comm *c, struct sock *s, struct a
     if (rc == ACCEL_OK && h.refused_rc != ACCEL_OK)
         rc = h.refused_rc;
     if (rc == ACCEL_OK) { /* the links opened here take their places */
-        s->next_fd = h.out[0].fd;
-        h.out[0].fd = -1;
-        for (size_t i = 1; i < h.nout; i++) {
-            s->cube_fd[h.out[i].channel - 1] = h.out[i].fd;
+        for (size_t i = 0; i < h.nout; i++) {
+            if (h.out[i].channel == 0)
+                s->next_fd = h.out[i].fd;
+            else
+                s->cube_fd[h.out[i].channel - 1] = h.out[i].fd;
             h.out[i].fd = -1;
         }
+        if (s->pair && c->rank == 0)
+            s->prev_fd = s->next_fd;
+        else if (s->pair)
+            s->next_fd = s->prev_fd;
     }
     for (size_t i = 0; i < h.npend; i++)
         close(h.pend[i].fd);

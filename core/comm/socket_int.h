@@ -14,8 +14,8 @@
  *
  * Every rank holds two TCP connections: one to its next rank (rank + 1 mod
  * size), which it only writes, and one from its previous rank, which it only
- * reads.  Both are non-blocking; every wait is a poll() bounded by the
- * operation's deadline.
+ * reads (two ranks on two hosts share one, both ways: s->pair).  Both are
+ * non-blocking; every wait is a poll() bounded by the operation's deadline.
  */
 #ifndef ACCEL_COMM_SOCKET_INT_H
 #define ACCEL_COMM_SOCKET_INT_H
@@ -73,7 +73,8 @@ struct sock_seg {
 };
 
 struct sock {
-    int next_fd, prev_fd;     /* -1 once closed */
+    int next_fd, prev_fd;     /* -1 once closed; one connection where pair */
+    bool pair;                /* two ranks on two hosts: one connection both ways */
     unsigned next, prev;      /* their ranks */
     char addr[SOCK_ADDR_MAX]; /* ours, as published */
     char next_addr[SOCK_ADDR_MAX], prev_addr[SOCK_ADDR_MAX];

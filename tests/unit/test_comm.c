@@ -788,20 +788,26 @@ TEST(bit_exact_across_runs_and_chunks)
 
 /* ------------------------------------------------------------ failures */
 
-/* Rank 2 of 4 is killed while every rank loops on large all_reduces. */
+/* The victim is killed while every rank loops on large all_reduces; it
+ * says when it is in the loop. */
+struct victim {
+    int notify[2];
+    unsigned rank;
+};
 static int loop_ar(struct accel_comm *c, struct accel_store *st, void *arg, struct result *res)
 {
     const size_t count = 1u << 20;
     float *x = accel_calloc(count, 4);
     struct accel_error err;
-    int rc = 0, *notify = arg;
+    struct victim *v = arg;
+    int rc = 0;
 
     (void)st;
     for (int i = 0; i < 100000 && rc == 0; i++) {
         rc = accel_all_reduce(c, x, x, count, ACCEL_F32, ACCEL_SUM, &err);
-        if (i == 0 && accel_comm_rank(c) == 2) { /* tell the parent we are in the loop */
+        if (i == 0 && accel_comm_rank(c) == v->rank) { /* tell the parent we are in the loop */
             char b = 1;
-            if (write(notify[1], &b, 1) != 1)
+            if (write(v->notify[1], &b, 1) != 1)
                 rc = 98;
         }
     }
@@ -848,57 +854,65 @@ static pid_t plant_stale_segment(void)
     return pid;
 }
 
-/* Rank 2 of 4 is killed in the middle of an all_reduce: every other rank
- * names it, and nothing is left in /dev/shm, neither by the crash nor by
- * the earlier one planted before (the communicator's set-up sweeps it).
- * On one host (per_host 0) the ranks run socket_host.c's collectives and
- * watch each other's processes ("exited"); on two hosts of two, the
+/* Rank `victim` of n is killed in the middle of an all_reduce: every other
+ * rank names it, and nothing is left in /dev/shm, neither by the crash nor
+ * by the earlier one planted before (a communicator with shared memory
+ * sweeps it at set-up).  On one host (per_host 0) the ranks run socket_host.c's collectives and
+ * watch each other's processes ("exited"); on hosts of per_host ranks, the
  * links within a host use shared memory and keep their TCP connections for
- * liveness ("closed its connection"). */
-static void kill_rank_2(unsigned per_host, const char *says)
+ * liveness, and two ranks on two hosts share one connection ("closed its
+ * connection"). */
+static void kill_rank(unsigned n, unsigned victim, unsigned per_host, const char *says)
 {
-    int notify[2];
-    struct spawn sp = {4, 20, 0, NONCE, loop_ar, notify, NULL, per_host};
+    struct victim v = {.rank = victim};
+    struct spawn sp = {n, 20, 0, NONCE, loop_ar, &v, NULL, per_host};
     struct test_store_proc w;
     struct result res[4];
-    pid_t pids[4], stale = plant_stale_segment();
+    pid_t pids[4], stale = per_host == 1 ? 0 : plant_stale_segment(); /* swept where shared */
     int fds[4];
-    char b;
+    char b, name[32];
     struct pollfd pfd;
 
-    ASSERT(pipe(notify) == 0);
+    ASSERT(n <= 4 && victim < n);
+    ASSERT(pipe(v.notify) == 0);
     test_store_proc_start(&w, NONCE);
-    spawn(&w, &sp, 4, pids, fds);
-    close(notify[1]);
-    pfd.fd = notify[0];
+    spawn(&w, &sp, n, pids, fds);
+    close(v.notify[1]);
+    pfd.fd = v.notify[0];
     pfd.events = POLLIN;
     ASSERT(poll(&pfd, 1, 30000) == 1);
-    ASSERT(read(notify[0], &b, 1) == 1);
-    ASSERT(kill(pids[2], SIGKILL) == 0);
-    for (unsigned r = 0; r < 4; r++)
+    ASSERT(read(v.notify[0], &b, 1) == 1);
+    ASSERT(kill(pids[victim], SIGKILL) == 0);
+    for (unsigned r = 0; r < n; r++)
         collect(pids[r], fds[r], &res[r]);
     test_store_proc_stop(&w);
-    close(notify[0]);
-    for (unsigned r = 0; r < 4; r++) {
-        if (r == 2)
+    close(v.notify[0]);
+    snprintf(name, sizeof(name), "rank %u (", victim);
+    for (unsigned r = 0; r < n; r++) {
+        if (r == victim)
             continue;
         test_note("rank %u: %s", r, res[r].msg);
         ASSERT_INT_EQ(res[r].code, ACCEL_EPEER);
-        ASSERT_CONTAINS(res[r].msg, "rank 2 (");
+        ASSERT_CONTAINS(res[r].msg, name);
         ASSERT_CONTAINS(res[r].msg, says);
     }
-    ASSERT_INT_EQ(res[2].code, -1);
-    for (unsigned r = 0; r < 4; r++)
+    ASSERT_INT_EQ(res[victim].code, -1);
+    for (unsigned r = 0; r < n; r++)
         ASSERT_INT_EQ(segments_of(pids[r]), 0);
-    ASSERT_INT_EQ(segments_of(stale), 0);
+    if (stale != 0)
+        ASSERT_INT_EQ(segments_of(stale), 0);
 }
 TEST(killed_rank_fails_the_others)
 {
-    kill_rank_2(0, "exited");
+    kill_rank(4, 2, 0, "exited");
 }
 TEST(killed_rank_fails_the_others_on_two_hosts)
 {
-    kill_rank_2(2, "closed its connection");
+    kill_rank(4, 2, 2, "closed its connection");
+}
+TEST(killed_rank_fails_its_pair)
+{
+    kill_rank(2, 1, 1, "closed its connection");
 }
 
 static int never_reached(struct accel_comm *c, struct accel_store *st, void *arg,
@@ -1267,7 +1281,7 @@ TEST_LIST(T(f16_known_values), T(f16_round_trip_and_oracle), T(bf16_round_trip_a
           T(hosts_2_by_2), T(hosts_3_by_1), T(hosts_3_by_2), T(hosts_4_by_1), T(hosts_4_by_2),
           T(hosts_4_by_4), T(hosts_8_by_1), T(hosts_8_by_2), T(hosts_8_by_4),
           T(bit_exact_across_runs_and_chunks), T(killed_rank_fails_the_others),
-          T(killed_rank_fails_the_others_on_two_hosts),
+          T(killed_rank_fails_the_others_on_two_hosts), T(killed_rank_fails_its_pair),
           T(rank_that_never_joins_times_out), T(stuck_rank_times_out),
           T(stuck_rank_times_out_on_the_hypercube), T(wrong_nonce_is_refused),
           T(different_operations_are_refused), T(different_operations_are_refused_on_the_hypercube),
