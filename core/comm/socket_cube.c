@@ -160,7 +160,7 @@ static enum accel_err exchange(struct accel_comm *c, const struct xchg *x, struc
                              .hdr = x->hdr,
                              .tx = end,
                              .rx = end,
-                             .window = s->cube_window,
+                             .window = comm__sock_pace(s, s->cube_window, s->cube_same[x->d]),
                              .tx_span = x_tx_span,
                              .tx_moved = x_tx_moved,
                              .rx_span = x_rx_span,

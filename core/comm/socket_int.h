@@ -104,6 +104,7 @@ struct sock {
     /* pacing (socket_tune.c): bytes a stream may run ahead of what it
      * received, the ring's all_gather and a hypercube exchange */
     size_t ring_window, cube_window;
+    bool windows_set; /* by ACCELRUN_SOCKET_WINDOW or _CUBE_WINDOW: links to other hosts too */
     struct shmq next_q, prev_q, cube_tx[SOCK_MAX_DIMS], cube_rx[SOCK_MAX_DIMS];
     struct sock_seg seg[2 + SOCK_MAX_DIMS];
     unsigned nseg;
@@ -253,6 +254,9 @@ enum accel_err comm__sock_host_move(struct accel_comm *c, unsigned kind, const v
  * _CMA, each checked (an error names it after `who`).  0 for a window: no
  * pacing. */
 enum accel_err comm__sock_tune(struct sock *s, const char *who, struct accel_error *err);
+/* The window of a link (s->ring_window or s->cube_window): as tuned within
+ * a host, none to another host unless the variables set it. */
+size_t comm__sock_pace(const struct sock *s, size_t window, bool same_host);
 
 /* socket_conn.c: listens, publishes this rank's address under c->prefix,
  * connects to the next rank and accepts the previous one, each checked with

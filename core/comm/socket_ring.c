@@ -304,17 +304,18 @@ static enum accel_err ring_run(struct accel_comm *c, struct plan *p, const struc
 {
     struct sock *s = c->impl;
     struct ring g = {.p = p};
-    struct sock_pump pump = {.what = p->what,
-                             .hdr = hdr,
-                             .tx = {.fd = s->next_fd, .peer = s->next, .addr = s->next_addr},
-                             .rx = {.fd = s->prev_fd, .peer = s->prev, .addr = s->prev_addr},
-                             /* see the head of the file */
-                             .window = p->kind == RING_ALL_GATHER ? s->ring_window : 0,
-                             .tx_span = ring_tx_span,
-                             .tx_moved = ring_tx_moved,
-                             .rx_span = ring_rx_span,
-                             .rx_moved = ring_rx_moved,
-                             .ctx = &g};
+    struct sock_pump pump = {
+        .what = p->what,
+        .hdr = hdr,
+        .tx = {.fd = s->next_fd, .peer = s->next, .addr = s->next_addr},
+        .rx = {.fd = s->prev_fd, .peer = s->prev, .addr = s->prev_addr},
+        /* see the head of the file */
+        .window = p->kind == RING_ALL_GATHER ? comm__sock_pace(s, s->ring_window, s->next_same) : 0,
+        .tx_span = ring_tx_span,
+        .tx_moved = ring_tx_moved,
+        .rx_span = ring_rx_span,
+        .rx_moved = ring_rx_moved,
+        .ctx = &g};
 
     if (s->next_q.ctl != NULL)
         pump.tx.q = &s->next_q;
