@@ -35,7 +35,12 @@
  *
  * Waiting: a rank spins (socket.c's comm__sock_spin) and then sleeps on the
  * other rank's counter (a futex on the shared page: the rank that moves its
- * counter wakes those who said they sleep on it), waking every HOST_NAP_S
+ * counter wakes those who said they sleep on it).  It does not spin for a
+ * rank that last ran on its own CPU (each slot says where its rank ran):
+ * that rank needs the CPU, and the wake-up that ends the sleep puts one of
+ * the two on an idle CPU where there is one (forked ranks that started on
+ * one CPU were served by turns for ~10 ms, 55 us per all_gather of 1 MiB,
+ * until the kernel moved one).  A sleeping rank wakes every HOST_NAP_S
  * to check the deadline and whether the rank it waits for is still alive
  * (a pidfd, readable once the process has exited).  A rank that fails sets
  * the segment's failed flag and wakes everyone, after recording the failure
