@@ -188,6 +188,9 @@ struct sock_pump {
     void (*tx_moved)(void *ctx, size_t n);
     enum sock_span (*rx_span)(void *ctx, struct sock_pump *p, char **buf, size_t *len);
     void (*rx_moved)(void *ctx, size_t n);
+    /* optional: work to do while neither stream can move (true: some was
+     * done), before the pump spins or sleeps */
+    bool (*idle)(void *ctx);
     void *ctx;
     bool moved; /* this round: progress */
 };

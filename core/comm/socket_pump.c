@@ -322,6 +322,8 @@ enum accel_err comm__sock_pump(struct accel_comm *c, struct sock_pump *p, struct
             idle_since = 0;
             continue;
         }
+        if (p->idle != NULL && p->idle(p->ctx))
+            continue;
         if (comm__sock_spin(s, &idle_since))
             continue;
         if ((rc = pump_wait(c, p, deadline, err)) != ACCEL_OK)

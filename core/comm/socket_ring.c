@@ -72,6 +72,11 @@ struct plan {
     size_t nc;      /* chunks of a block in one step of a round */
     size_t nunits;  /* units of each stream */
     size_t chunk;   /* broadcast: bytes of a unit */
+    /* all_gather: this rank's own block, still to be copied from its send
+     * buffer into the result (own_done of own_bytes done); it is sent from
+     * there, and copied while the ring waits */
+    const char *own_src;
+    size_t own_bytes, own_done;
     float *scratch;
     char *stage_in, *stage_out;
 };
@@ -149,6 +154,8 @@ static void unit_at(const struct plan *p, size_t u, bool is_send, struct unit *x
     if (!rs) {
         x->bytes = x->nel * p->es;
         x->buf = p->out + off * p->es;
+        if (is_send && b == p->r && p->own_src != NULL) /* not copied yet, maybe */
+            x->buf = (char *)p->own_src + (off - block_off(p, b)) * p->es;
         return;
     }
     x->bytes = x->nel * sizeof(float);
@@ -297,6 +304,29 @@ static void ring_rx_moved(void *ctx, size_t n)
     ((struct ring *)ctx)->rx.off += n;
 }
 
+/* all_gather's own block, copied into the result a piece at a time while
+ * the ring waits (its first send reads it from the send buffer), instead
+ * of before anything is sent: a pair's all_gather of 64 MiB across the lab
+ * went from 13.8-14.4 ms to 13.0-13.3 ms; pieces of 256 KiB held up the
+ * replies to what arrived meanwhile (1 MiB: 127-145 us -> 155-175 us). */
+#define OWN_PIECE (64u << 10)
+static bool copy_own(struct plan *p, size_t most)
+{
+    size_t n = p->own_bytes - p->own_done;
+
+    if (n == 0)
+        return false;
+    n = n < most ? n : most;
+    memcpy(p->out + (size_t)p->r * p->own_bytes + p->own_done, p->own_src + p->own_done, n);
+    p->own_done += n;
+    return true;
+}
+
+static bool ring_idle(void *ctx)
+{
+    return copy_own(((struct ring *)ctx)->p, OWN_PIECE);
+}
+
 /* Runs the two streams of plan p to the end or to the deadline: sends go to
  * the next rank, receives come from the previous one. */
 static enum accel_err ring_run(struct accel_comm *c, struct plan *p, const struct sock_hdr *hdr,
@@ -315,7 +345,9 @@ static enum accel_err ring_run(struct accel_comm *c, struct plan *p, const struc
         .tx_moved = ring_tx_moved,
         .rx_span = ring_rx_span,
         .rx_moved = ring_rx_moved,
+        .idle = ring_idle,
         .ctx = &g};
+    enum accel_err rc;
 
     if (s->next_q.ctl != NULL)
         pump.tx.q = &s->next_q;
@@ -326,7 +358,10 @@ static enum accel_err ring_run(struct accel_comm *c, struct plan *p, const struc
         pump.tx.ended = mod((long long)p->r - p->root, p->n) + 1 == p->n;
         pump.rx.ended = p->r == p->root;
     }
-    return comm__sock_pump(c, &pump, err);
+    rc = comm__sock_pump(c, &pump, err);
+    if (rc == ACCEL_OK)
+        copy_own(p, p->own_bytes);
+    return rc;
 }
 
 /* Sets up the geometry of a ring plan and the working memory it needs. */
@@ -461,8 +496,14 @@ static enum accel_err all_gather_bytes(struct accel_comm *c, bool barrier, const
     if (s->onehost != NULL && c->size > 1) /* it copies this rank's own part itself */
         return comm__sock_host_move(c, barrier ? SOCK_K_BARRIER : SOCK_K_ALL_GATHER, send, recv,
                                     count, es, t, 0, err);
-    if (send != own)
+    if (c->size > 1 && !barrier && !comm__sock_use_cube(c, 0) &&
+        ((const char *)send + count * es <= (char *)recv ||
+         (const char *)send >= (char *)recv + (size_t)c->size * count * es)) {
+        p.own_src = send; /* apart from the result: the ring copies it while it waits */
+        p.own_bytes = count * es;
+    } else if (send != own) {
         memmove(own, send, count * es);
+    }
     if (c->size == 1)
         return ACCEL_OK;
     if (!barrier && comm__sock_use_cube(c, 0))
