@@ -197,6 +197,11 @@ enum accel_err ckpt__write_rank(const struct accel_ckpt_save_opts *o,
 /* The outcome of a step that ends in an agreement: this rank's own error
  * rc first, then the agreement's (arc), then, when another rank failed
  * (!all), ACCEL_EPEER with the message fmt names. */
+/* This rank's own failure, on stderr (accel_log) before it goes into an
+ * agreement: the other ranks' errors say "its log says why", and the
+ * launcher may stop this rank as soon as another one exits with that, before
+ * this one's caller prints its error. */
+void ckpt__tell(unsigned rank, const struct accel_error *err);
 enum accel_err ckpt__agreed(enum accel_err rc, enum accel_err arc, bool all,
                             struct accel_error *err, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));

@@ -337,6 +337,11 @@ enum accel_err ckpt__step_dir(const char *root, unsigned long step, unsigned ran
     return ACCEL_OK;
 }
 
+void ckpt__tell(unsigned rank, const struct accel_error *err)
+{
+    accel_log(ACCEL_LOG_ERROR, "rank %u: %s", rank, err->msg);
+}
+
 enum accel_err ckpt__agreed(enum accel_err rc, enum accel_err arc, bool all,
                             struct accel_error *err, const char *fmt, ...)
 {
@@ -369,6 +374,8 @@ enum accel_err accel_ckpt_save(const struct accel_ckpt_save_opts *o,
      * rank writes before it has it */
     if (rc == ACCEL_OK && o->rank == 0 && (rc = ckpt__root_dir(o->root, 0, err)) == ACCEL_OK)
         rc = ckpt__lock_take(o->root, NULL, &lock, err);
+    if (rc != ACCEL_OK)
+        ckpt__tell(o->rank, err);
     arc = o->agree(o->agree_ctx, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
     rc = ckpt__agreed(rc, arc, all, err,
                       "checkpoint step %lu: rank 0 couldn't lock the checkpoint root %s, "
@@ -380,6 +387,8 @@ enum accel_err accel_ckpt_save(const struct accel_ckpt_save_opts *o,
     rc = ckpt__step_dir(o->root, o->step, o->rank, dir, sizeof dir, err);
     if (rc == ACCEL_OK)
         rc = ckpt__write_rank(o, NULL, dir, pieces, npieces, err);
+    if (rc != ACCEL_OK)
+        ckpt__tell(o->rank, err);
     arc = o->agree(o->agree_ctx, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
     rc = ckpt__agreed(rc, arc, all, err,
                       "checkpoint step %lu: another rank couldn't write its part; "
@@ -389,6 +398,8 @@ enum accel_err accel_ckpt_save(const struct accel_ckpt_save_opts *o,
         goto out;
     if (o->rank == 0)
         rc = ckpt__commit(o, dir, err);
+    if (rc != ACCEL_OK)
+        ckpt__tell(o->rank, err);
     arc = o->agree(o->agree_ctx, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
     rc = ckpt__agreed(rc, arc, all, err,
                       "checkpoint step %lu: rank 0 couldn't commit it (its log says why)", o->step);

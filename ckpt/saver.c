@@ -246,6 +246,7 @@ static void finish_job(struct accel_ckpt_saver *sv)
 {
     pthread_mutex_lock(&sv->mu);
     sv->state = W_IDLE;
+    sv->werr_told = false;
     pthread_mutex_unlock(&sv->mu);
     job_free(&sv->job);
 }
@@ -338,6 +339,8 @@ enum accel_err accel_ckpt_saver_open(struct accel_ckpt_saver **out,
         else
             sv->thread_up = true;
     }
+    if (rc != ACCEL_OK)
+        ckpt__tell(sv->o.rank, err);
     arc = ckpt__sv_agree(sv, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
     rc = ckpt__agreed(rc, arc, all, err,
                       "checkpoint saver: another rank couldn't open its saver of %s (rank 0 "
@@ -583,6 +586,8 @@ enum accel_err ckpt__sv_commit_step(struct accel_ckpt_saver *sv, unsigned long s
         else
             rc = ckpt__commit(&so, dir, err);
     }
+    if (rc != ACCEL_OK)
+        ckpt__tell(sv->o.rank, err);
     arc = ckpt__sv_agree(sv, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
     rc = ckpt__agreed(rc, arc, all, err,
                       "checkpoint step %lu: rank 0 couldn't commit it (its log says why)", step);
@@ -609,6 +614,10 @@ enum accel_err accel_ckpt_saver_poll(struct accel_ckpt_saver *sv, bool block,
     *committed = 0;
     if (s == W_IDLE)
         return ACCEL_OK;
+    if (s == W_FAILED && !sv->werr_told) {
+        ckpt__tell(sv->o.rank, &sv->werr);
+        sv->werr_told = true;
+    }
     /* every rank's state: 0 writing, 1 failed, 2 done; the least decides */
     rc = sv->o.min(sv->o.min_ctx, s == W_RUNNING ? 0 : s == W_FAILED ? 1 : 2, &least, err);
     if (rc != ACCEL_OK || least == 0)

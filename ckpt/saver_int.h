@@ -52,6 +52,7 @@ struct accel_ckpt_saver {
     enum wstate state;  /* under mu */
     bool staged;        /* under mu: the job's pieces are in staging (or copies) */
     struct accel_error werr;
+    bool werr_told; /* werr is on stderr already (ckpt__tell) */
     struct job job;
     struct mem staging, copies; /* the caller's (accel_ckpt_saver_staging) and ours */
 };

@@ -232,8 +232,11 @@ failing() {
         bad "$name: the save fails" "$(cat "$w/fail")"
         return
     fi
-    if grep -q "rank $r: error: save: .*$want" "$w/fail" && [ ! -e "$w/root/step-00000003/manifest.json" ]; then
-        ok "$name: the save fails, rank $r saying \"$(grep -o "rank $r: error: save: .*" "$w/fail" | head -n 1 | cut -c1-300)\"; no step-3 manifest"
+    # rank r's reason: on stderr before the ranks agree (ckpt__tell), then
+    # in its error, unless the launcher stopped it first (the other rank
+    # exits as soon as they agree)
+    if grep -q "^\[$r\] .*rank $r: .*$want" "$w/fail" && [ ! -e "$w/root/step-00000003/manifest.json" ]; then
+        ok "$name: the save fails, rank $r saying \"$(grep -o "rank $r: .*$want.*" "$w/fail" | head -n 1 | cut -c1-300)\"; no step-3 manifest"
     else
         bad "$name: the save fails with \"$want\", nothing committed" "$(cat "$w/fail"; ls -R "$w/root" | head -20)"
     fi
