@@ -110,14 +110,12 @@ struct host_head {
 
 struct sock_host {
     struct host_head *h;
-    size_t bytes;
     uint64_t probe;  /* the token, read by the others at set-up */
     uint32_t phase;  /* phases this rank has completed */
     unsigned parity; /* of the operation running: its slots' op[] */
     int *pidfd;      /* per rank; -1 for this one */
     float *sums;     /* log2(n) + 2 chunks of fp32 partial sums */
     void *stage;     /* one chunk as read from another rank */
-    unsigned levels; /* the tree's: log2(n) where n is a power of two */
 };
 
 static size_t head_bytes(unsigned n)
@@ -345,8 +343,8 @@ static enum accel_err sum_tree(struct accel_comm *c, const char *own, size_t off
         unsigned y = 0;
         enum accel_err rc;
 
-        for (unsigned b = 0; b < hm->levels; b++)
-            y |= ((i >> b) & 1u) << (hm->levels - 1 - b);
+        for (unsigned b = 0; b < s->dims; b++) /* the tree's levels */
+            y |= ((i >> b) & 1u) << (s->dims - 1 - b);
         rc = load(c, c->rank ^ y, own, off, m, t, hm->sums + (size_t)top * HOST_CHUNK, what, err);
         if (rc != ACCEL_OK)
             return rc;
@@ -536,34 +534,33 @@ static bool reach_all(struct accel_comm *c, struct sock_host *hm)
 {
     for (unsigned j = 0; j < c->size; j++) {
         struct host_slot *sl = &hm->h->slot[j];
-        uint64_t t = 0;
-        struct iovec local = {&t, sizeof(t)}, remote = {(void *)(uintptr_t)sl->probe, sizeof(t)};
 
         if (j == c->rank)
             continue;
         hm->pidfd[j] = (int)syscall(SYS_pidfd_open, (pid_t)sl->pid, 0);
-        if (hm->pidfd[j] < 0 ||
-            process_vm_readv((pid_t)sl->pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof(t) ||
-            t != hm->h->token)
+        if (hm->pidfd[j] < 0 || !comm__sock_can_read((long)sl->pid, sl->probe, hm->h->token))
             return false;
     }
     return true;
 }
 
-void comm__sock_host_free(struct sock *s)
+static void host_free(struct sock_host *hm)
 {
-    struct sock_host *hm = s->onehost;
-
     if (hm == NULL)
         return;
     for (unsigned j = 0; hm->pidfd != NULL && j < hm->h->n; j++)
         if (hm->pidfd[j] >= 0)
             close(hm->pidfd[j]);
-    munmap(hm->h, hm->bytes);
+    munmap(hm->h, head_bytes(hm->h->n));
     accel_free(hm->pidfd);
     accel_free(hm->sums);
     accel_free(hm->stage);
     accel_free(hm);
+}
+
+void comm__sock_host_free(struct sock *s)
+{
+    host_free(s->onehost);
     s->onehost = NULL;
 }
 
@@ -575,42 +572,35 @@ enum accel_err comm__sock_host_setup(struct accel_comm *c, struct sock *s, struc
     bool all = false, ok;
     enum accel_err rc;
 
+    /* s->onehost stays NULL until every rank is in: the votes go over the
+     * links */
     rc = share_segment(c, wanted(s), &h, name, sizeof(name), err);
-    if (h != NULL)
-        hm = accel_calloc(1, sizeof(*hm));
+    if (h != NULL && (hm = accel_calloc(1, sizeof(*hm))) == NULL)
+        munmap(h, head_bytes(c->size));
     if (hm != NULL) {
         hm->h = h;
-        hm->bytes = head_bytes(c->size);
         hm->probe = h->token;
         hm->pidfd = accel_malloc(c->size * sizeof(int));
         for (unsigned j = 0; hm->pidfd != NULL && j < c->size; j++)
             hm->pidfd[j] = -1;
         h->slot[c->rank].pid = (int64_t)getpid();
         h->slot[c->rank].probe = (uint64_t)(uintptr_t)&hm->probe;
-        s->onehost = hm; /* for comm__sock_host_free; the collectives see it only at the end */
-    } else if (h != NULL) {
-        munmap(h, head_bytes(c->size));
     }
-    if (rc == ACCEL_OK) {
-        struct sock_host *keep = s->onehost;
-        s->onehost = NULL; /* the votes go over the links */
-        rc = vote(c, keep != NULL && keep->pidfd != NULL, &all, err);
-        s->onehost = keep;
-    }
+    if (rc == ACCEL_OK)
+        rc = vote(c, hm != NULL && hm->pidfd != NULL, &all, err);
     if (c->rank == 0 && name[0] != '\0')
         (void)shm_unlink(name); /* every rank has mapped it, or will not */
     if (rc != ACCEL_OK || !all) {
-        comm__sock_host_free(s);
+        host_free(hm);
         return rc;
     }
-    hm->levels = s->dims;
-    hm->sums = accel_malloc((size_t)(hm->levels + 2) * HOST_CHUNK * sizeof(float));
+    hm->sums = accel_malloc((size_t)(s->dims + 2) * HOST_CHUNK * sizeof(float));
     hm->stage = accel_malloc(HOST_CHUNK * sizeof(float));
     ok = hm->sums != NULL && hm->stage != NULL && reach_all(c, hm);
-    s->onehost = NULL;
     rc = vote(c, ok, &all, err);
-    s->onehost = hm;
     if (rc != ACCEL_OK || !all)
-        comm__sock_host_free(s);
+        host_free(hm);
+    else
+        s->onehost = hm;
     return rc;
 }

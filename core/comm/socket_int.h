@@ -229,6 +229,10 @@ void comm__sock_shm_free(struct sock *s);
 void *comm__shm_create(size_t bytes, char *name, size_t size);
 void *comm__shm_open(const char *name, size_t bytes, bool unlink_it);
 void comm__shm_sweep(void);
+/* Whether this process may read process `pid`'s memory (process_vm_readv:
+ * the same user, no ptrace restriction in the way): the 8 bytes at `addr`
+ * there hold `token`. */
+bool comm__sock_can_read(long pid, uint64_t addr, uint64_t token);
 /* The store's value at `key` (waited for) as a string, cut to size. */
 enum accel_err comm__sock_get_word(struct accel_comm *c, const char *key, char *out, size_t size,
                                    struct accel_error *err);

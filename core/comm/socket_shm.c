@@ -448,15 +448,20 @@ enum accel_err comm__sock_get_word(struct accel_comm *c, const char *key, char *
 static void try_cma(struct shm_link *l, bool opener, long pid, unsigned long long base)
 {
     unsigned i = opener ? 1 : 0; /* the queue this side consumes */
-    uint64_t t = 0;
-    struct iovec local = {&t, sizeof(t)};
-    struct iovec remote = {(void *)(uintptr_t)(base + offsetof(struct shm_head, token)), sizeof(t)};
 
     if (!l->cma || i >= l->h->nq || pid <= 0 || pid == (long)getpid())
         return;
-    if (process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof(t) &&
-        t == l->h->token)
+    if (comm__sock_can_read(pid, base + offsetof(struct shm_head, token), l->h->token))
         atomic_store(&l->h->q[i].cma, 1);
+}
+
+bool comm__sock_can_read(long pid, uint64_t addr, uint64_t token)
+{
+    uint64_t t = 0;
+    struct iovec local = {&t, sizeof(t)}, remote = {(void *)(uintptr_t)addr, sizeof(t)};
+
+    return process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof(t) &&
+           t == token;
 }
 
 /* The opener's offer: "name token cap queues pid base", or "-" (no
