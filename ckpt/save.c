@@ -358,6 +358,16 @@ enum accel_err ckpt__agreed(enum accel_err rc, enum accel_err arc, bool all,
     return accel_error_set(err, ACCEL_EPEER, "%s", msg);
 }
 
+/* Every rank's outcome through o->agree, as ckpt__sv_agree does it for the
+ * saver: a rank whose own `mine` failed tells why first and keeps its err. */
+static enum accel_err agree(const struct accel_ckpt_save_opts *o, enum accel_err mine, bool *all,
+                            struct accel_error *err)
+{
+    if (mine != ACCEL_OK)
+        ckpt__tell(o->rank, err);
+    return o->agree(o->agree_ctx, mine == ACCEL_OK, all, mine == ACCEL_OK ? err : NULL);
+}
+
 enum accel_err accel_ckpt_save(const struct accel_ckpt_save_opts *o,
                                const struct accel_ckpt_piece *pieces, size_t npieces,
                                struct accel_error *err)
@@ -374,9 +384,7 @@ enum accel_err accel_ckpt_save(const struct accel_ckpt_save_opts *o,
      * rank writes before it has it */
     if (rc == ACCEL_OK && o->rank == 0 && (rc = ckpt__root_dir(o->root, 0, err)) == ACCEL_OK)
         rc = ckpt__lock_take(o->root, NULL, &lock, err);
-    if (rc != ACCEL_OK)
-        ckpt__tell(o->rank, err);
-    arc = o->agree(o->agree_ctx, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
+    arc = agree(o, rc, &all, err);
     rc = ckpt__agreed(rc, arc, all, err,
                       "checkpoint step %lu: rank 0 couldn't lock the checkpoint root %s, "
                       "or another rank's arguments are wrong (their logs say why); nothing "
@@ -387,9 +395,7 @@ enum accel_err accel_ckpt_save(const struct accel_ckpt_save_opts *o,
     rc = ckpt__step_dir(o->root, o->step, o->rank, dir, sizeof dir, err);
     if (rc == ACCEL_OK)
         rc = ckpt__write_rank(o, NULL, dir, pieces, npieces, err);
-    if (rc != ACCEL_OK)
-        ckpt__tell(o->rank, err);
-    arc = o->agree(o->agree_ctx, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
+    arc = agree(o, rc, &all, err);
     rc = ckpt__agreed(rc, arc, all, err,
                       "checkpoint step %lu: another rank couldn't write its part; "
                       "nothing was committed",
@@ -398,9 +404,7 @@ enum accel_err accel_ckpt_save(const struct accel_ckpt_save_opts *o,
         goto out;
     if (o->rank == 0)
         rc = ckpt__commit(o, dir, err);
-    if (rc != ACCEL_OK)
-        ckpt__tell(o->rank, err);
-    arc = o->agree(o->agree_ctx, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
+    arc = agree(o, rc, &all, err);
     rc = ckpt__agreed(rc, arc, all, err,
                       "checkpoint step %lu: rank 0 couldn't commit it (its log says why)", o->step);
     /* after the agreement, so that no rank waits in it for the clean-up */

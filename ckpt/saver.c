@@ -81,12 +81,15 @@ static void job_free(struct job *j)
 
 /* ---------------------------------------------------------------- collective */
 
-/* Every rank's ok, through the min: *all true when every rank's was. */
-enum accel_err ckpt__sv_agree(struct accel_ckpt_saver *sv, bool ok, bool *all,
+enum accel_err ckpt__sv_agree(struct accel_ckpt_saver *sv, enum accel_err mine, bool *all,
                               struct accel_error *err)
 {
     uint64_t m = 0;
-    enum accel_err rc = sv->o.min(sv->o.min_ctx, ok ? 1 : 0, &m, err);
+    enum accel_err rc;
+
+    if (mine != ACCEL_OK)
+        ckpt__tell(sv->o.rank, err);
+    rc = sv->o.min(sv->o.min_ctx, mine == ACCEL_OK ? 1 : 0, &m, mine == ACCEL_OK ? err : NULL);
 
     *all = rc == ACCEL_OK && m == 1;
     return rc;
@@ -339,9 +342,7 @@ enum accel_err accel_ckpt_saver_open(struct accel_ckpt_saver **out,
         else
             sv->thread_up = true;
     }
-    if (rc != ACCEL_OK)
-        ckpt__tell(sv->o.rank, err);
-    arc = ckpt__sv_agree(sv, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
+    arc = ckpt__sv_agree(sv, rc, &all, err);
     rc = ckpt__agreed(rc, arc, all, err,
                       "checkpoint saver: another rank couldn't open its saver of %s (rank 0 "
                       "takes the root's lock; their logs say why); nothing was written",
@@ -586,9 +587,7 @@ enum accel_err ckpt__sv_commit_step(struct accel_ckpt_saver *sv, unsigned long s
         else
             rc = ckpt__commit(&so, dir, err);
     }
-    if (rc != ACCEL_OK)
-        ckpt__tell(sv->o.rank, err);
-    arc = ckpt__sv_agree(sv, rc == ACCEL_OK, &all, rc == ACCEL_OK ? err : NULL);
+    arc = ckpt__sv_agree(sv, rc, &all, err);
     rc = ckpt__agreed(rc, arc, all, err,
                       "checkpoint step %lu: rank 0 couldn't commit it (its log says why)", step);
     if (rc != ACCEL_OK)

@@ -59,8 +59,10 @@ struct accel_ckpt_saver {
 
 /* saver.c: collective steps over the caller's min (ckpt.h, "savers") */
 
-/* Every rank's ok, through the min: *all true when every rank's was. */
-enum accel_err ckpt__sv_agree(struct accel_ckpt_saver *sv, bool ok, bool *all,
+/* Every rank's outcome, through the min: *all true when every rank's was
+ * ACCEL_OK.  A rank whose own `mine` failed tells why first (ckpt__tell)
+ * and keeps that error in err; otherwise err gets the agreement's. */
+enum accel_err ckpt__sv_agree(struct accel_ckpt_saver *sv, enum accel_err mine, bool *all,
                               struct accel_error *err);
 
 /* rank 0's value on every rank */

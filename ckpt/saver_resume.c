@@ -250,7 +250,7 @@ enum accel_err accel_ckpt_saver_resume(struct accel_ckpt_saver *sv, unsigned lon
         ckpt__sv_trim_local(sv, (unsigned long)shared, true);
         /* the ranks of a node share its tier: none saves (a step past the
          * one resumed) before all are done removing such steps */
-        rc = ckpt__sv_agree(sv, true, &all_trimmed, err);
+        rc = ckpt__sv_agree(sv, ACCEL_OK, &all_trimmed, err);
         if (rc != ACCEL_OK)
             return rc;
     }
